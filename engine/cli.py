@@ -1,0 +1,373 @@
+"""The `pytpu` command line: rewrite, analyze, and the knowledge-base commands.
+
+Exit codes follow black and ruff: 0 when there is nothing to do, 1 under `--check` when there is,
+2 for a usage error, a malformed knowledge base or an internal error. Other packages add commands
+through the `pytpu.commands` entry-point group, so the engine never imports them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import typer.core
+import typer.main
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from pytpu.engine import kb, kbdocs, report, rewrite
+
+PLUGIN_GROUP = "pytpu.commands"
+# Below this many files a run is quick enough that a progress bar would only flicker.
+PROGRESS_MIN_FILES = 20
+
+app = typer.Typer(
+    name="pytpu",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help and errors, as black and ruff print them
+)
+kb_app = typer.Typer(
+    help="Browse the knowledge base: the rules, their PYTPU codes and the reference page.",
+    no_args_is_help=True,
+)
+app.add_typer(kb_app, name="kb")
+
+
+# --- shared options and helpers --------------------------------------------------------------
+
+
+def _check_target(value: str) -> str:
+    try:
+        rewrite.parse_target(value)
+    except ValueError as exc:  # packaging's InvalidVersion is a ValueError too
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+PathArgument = Annotated[
+    Path,
+    typer.Argument(
+        exists=True,
+        metavar="PATH",
+        help="A Python file or a directory (searched recursively; .gitignore is honoured).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[
+    Path | None,
+    typer.Option("--json", metavar="FILE", help="Also write the machine-readable report to FILE."),
+]
+TargetOption = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        metavar="TARGET",
+        callback=_check_target,
+        help="What to migrate to: torch_xla, or torch_xla==VERSION for the rules valid there.",
+    ),
+]
+CheckOption = Annotated[
+    bool,
+    typer.Option("--check", help="Exit with 1 when there is something to do (see above)."),
+]
+
+
+def _err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _stdout() -> Console:
+    """Rich output for stdout; piped or captured, wide enough that table rows stay whole."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)
+    return console
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pytpu {metadata.version('pytpu')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Migrate PyTorch code written for CUDA GPUs to TPUs through PyTorch/XLA.
+
+    Exit codes: 0 nothing to do, 1 something to do (with --check), 2 usage or internal error.
+    """
+
+
+def _progress(label: str) -> Callable[[Iterable[Path], int], Iterable[Path]]:
+    """The engine's progress hook: a transient bar on stderr for long runs in a terminal."""
+
+    def wrap(paths: Iterable[Path], total: int) -> Iterable[Path]:
+        if total < PROGRESS_MIN_FILES or not sys.stderr.isatty():
+            return paths
+        return _track(paths, total, label)
+
+    return wrap
+
+
+def _track(paths: Iterable[Path], total: int, label: str) -> Iterator[Path]:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        for path in paths:
+            yield path
+            progress.advance(task)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        message = f"cannot write {path}: {exc.strerror}"
+        raise typer.BadParameter(message, param_hint="--json") from None
+    _err(f"JSON report written to {path}")
+
+
+def _print_errors(run: rewrite.RunResult) -> None:
+    for result in run.errors:
+        _err(f"error: {result.error}")
+    if not run.files:
+        _err(f"warning: no Python files found under {run.root}")
+
+
+# --- rewrite and analyze ---------------------------------------------------------------------
+
+
+@app.command("rewrite")
+def rewrite_command(
+    ctx: typer.Context,
+    path: PathArgument,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Print the changes as unified diffs; write nothing.")
+    ] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="Write the migrated files in place.")
+    ] = False,
+    check: CheckOption = False,
+    json_file: JsonOption = None,
+    target: TargetOption = "torch_xla",
+) -> None:
+    """Migrate the Python files under PATH to torch_xla.
+
+    Without --diff or --write this is a dry run that lists the files that would change. The
+    summary goes to stderr; files that cannot be migrated are reported there and skipped.
+    With --check the exit code is 1 when a file would change (or was skipped with an error).
+    """
+    if diff and write:
+        ctx.fail("--diff and --write cannot be used together: --diff only shows the changes.")
+    run = rewrite.run(path, target=target, write=write, progress=_progress("Rewriting"))
+    _print_errors(run)
+    for result in run.changed:
+        if diff:
+            typer.echo(result.diff(), nl=False)
+        else:
+            _err(f"{'changed' if write else 'would change'} {result.path}")
+    _err(report.summary_line(run, wrote=write))
+    _err(report.counts_line(run.totals()))
+    if json_file is not None:
+        mode = "write" if write else "diff" if diff else "dry-run"
+        _write_json(json_file, {"command": "rewrite", "mode": mode, **run.as_dict()})
+    if check and (run.changed or run.errors):
+        raise typer.Exit(1)
+
+
+@app.command("analyze")
+def analyze_command(
+    path: PathArgument,
+    check: CheckOption = False,
+    json_file: JsonOption = None,
+    target: TargetOption = "torch_xla",
+) -> None:
+    """Report what migrating PATH would convert and what a person must review; change nothing.
+
+    Prints a table per file (converted, converted with a review note, flagged only, unknown
+    CUDA-specific sites), the estimated review effort, and the review items as file:line:col.
+    With --check the exit code is 1 when anything was found (or a file was skipped with an error).
+    """
+    run = rewrite.run(path, target=target, write=False, progress=_progress("Analyzing"))
+    _print_errors(run)
+    report.print_analysis(run, _stdout())
+    if json_file is not None:
+        _write_json(json_file, {"command": "analyze", **report.analysis_dict(run)})
+    found = any(result.findings for result in run.files)
+    if check and (found or run.changed or run.errors):
+        raise typer.Exit(1)
+
+
+# --- the knowledge base ----------------------------------------------------------------------
+
+
+@kb_app.command("list")
+def kb_list() -> None:
+    """List every rule: ID, PYTPU code, family, applicability and title."""
+    knowledge = kb.default()
+    table = Table(title=f"{len(knowledge.rules)} rules")
+    for header in ("ID", "Code", "Family", "Applicability", "Title"):
+        table.add_column(header, no_wrap=header != "Title")
+    for rule in sorted(knowledge.rules, key=lambda r: r.diagnostic.code):
+        diag = rule.diagnostic
+        table.add_row(rule.id, diag.code, rule.family, rule.applicability, Text(rule.title))
+    _stdout().print(table)
+
+
+@kb_app.command("show")
+def kb_show(
+    key: Annotated[
+        str, typer.Argument(metavar="ID|CODE", help="A rule ID (R-DEV-04) or code (PYTPU104).")
+    ],
+) -> None:
+    """Show one rule: what it matches, what it does, why, what to do, and its examples."""
+    knowledge = kb.default()
+    rule = knowledge.find(key) or knowledge.find(key.upper())
+    if rule is None:
+        known = [r.id for r in knowledge.rules] + [r.diagnostic.code for r in knowledge.rules]
+        close = difflib.get_close_matches(key.strip().upper(), known, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        _err(f"error: no rule with ID or code {key!r}{hint}; `pytpu kb list` lists them all")
+        raise typer.Exit(2)
+    text = kbdocs.rule_markdown(rule, level=1, with_anchor=False)
+    console = Console()
+    if console.is_terminal:
+        console.print(Markdown(text))
+    else:  # piped: plain Markdown, as `ruff rule` prints it
+        typer.echo(text, nl=False)
+
+
+@kb_app.command("docs")
+def kb_docs(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="Where the reference page goes.")
+    ] = kbdocs.DEFAULT_OUTPUT,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit with 1 if the page is out of date.")
+    ] = False,
+) -> None:
+    """Generate the knowledge-base reference page (docs/kb.md) from kb/*.yaml."""
+    text = kbdocs.render()
+    if kbdocs.is_current(output, text):
+        _err(f"{output} is up to date")
+        return
+    if check:
+        again = "pytpu kb docs"
+        if output != kbdocs.DEFAULT_OUTPUT:
+            again += f" --output {output}"
+        _err(f"{output} is out of date with the knowledge base; run `{again}`")
+        raise typer.Exit(1)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8", newline="\n")
+    _err(f"wrote {output} ({len(kb.default().rules)} rules)")
+
+
+# --- commands from other packages ------------------------------------------------------------
+
+# The command class of the click that typer runs on (its own copy in recent typer versions).
+_COMMAND_BASE = typer.core.TyperCommand.__bases__[0]
+
+
+def _forwarding_command(name: str, command: Any) -> Any:
+    """Wrap a command of another click installation: it parses its own arguments."""
+    forward = typer.Typer()
+
+    @forward.command(
+        name=name,
+        help=getattr(command, "help", None),
+        add_help_option=False,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
+    def run(ctx: typer.Context) -> None:
+        command.main(args=list(ctx.args), prog_name=f"pytpu {name}")
+
+    return typer.main.get_command(forward)
+
+
+def _plugin_command(entry: metadata.EntryPoint) -> Any | None:
+    obj = entry.load()
+    if isinstance(obj, typer.Typer):
+        return typer.main.get_command(obj)
+    if isinstance(obj, _COMMAND_BASE):
+        return obj
+    if callable(getattr(obj, "main", None)) and hasattr(obj, "params"):
+        return _forwarding_command(entry.name, obj)
+    return None
+
+
+def register_plugins(command: Any) -> None:
+    """Add the `pytpu.commands` entry points. A broken plugin costs a warning, never the CLI."""
+    try:
+        entries = sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: e.name)
+    except Exception as exc:  # broken installed metadata must not break the built-in commands
+        _err(f"warning: could not read the {PLUGIN_GROUP} entry points: {exc}")
+        return
+    for entry in entries:
+        where = f"command plugin {entry.name!r} ({entry.value})"
+        if entry.name in command.commands:
+            _err(f"warning: skipped {where}: `pytpu {entry.name}` is already a command")
+            continue
+        try:
+            plugin = _plugin_command(entry)
+        except Exception as exc:
+            _err(f"warning: skipped {where}: it failed to load: {type(exc).__name__}: {exc}")
+            continue
+        if plugin is None:
+            _err(f"warning: skipped {where}: it is not a typer app or a click command")
+            continue
+        command.add_command(plugin, entry.name)
+
+
+def build_cli() -> Any:
+    """The root click command: the built-in commands plus the installed plugins."""
+    command = typer.main.get_command(app)
+    register_plugins(command)
+    return command
+
+
+def _fail(message: str) -> None:
+    _err(f"pytpu: error: {message}")
+    sys.exit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    try:
+        build_cli().main(args=list(argv) if argv is not None else None, prog_name="pytpu")
+    except kb.KBError as exc:
+        _fail(f"the knowledge base cannot be used: {exc}")
+    except Exception as exc:
+        if os.environ.get("PYTPU_DEBUG"):
+            raise
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc}. "
+            "Please report it; PYTPU_DEBUG=1 shows the traceback."
+        )
+
+
+if __name__ == "__main__":
+    main()

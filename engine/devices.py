@@ -1,0 +1,190 @@
+"""Which expressions name a CUDA device, and where in a program a string names a device.
+
+Only strings in device positions are rewritten: `x.to('cuda')`, `device='cuda'`,
+`device = 'cuda'`, `device.type == 'cuda'`; a `'cuda'` in a log message stays. The positions
+themselves (keywords, callees, variable names) are KB data: `kb/device.yaml`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from pytpu.engine.patterns import dotted_name, walk
+
+_CONST_RE = re.compile(r"^cuda(:\d+)?$")
+
+
+def _string_value(node: cst.CSTNode) -> str | None:
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def cuda_device_kind(node: cst.CSTNode) -> str | None:
+    """'const' for 'cuda' / 'cuda:1', 'dynamic' for f'cuda:{rank}' and the like, else None."""
+    value = _string_value(node)
+    if value is not None:
+        return "const" if _CONST_RE.match(value) else None
+    if isinstance(node, cst.FormattedString):
+        parts = node.parts
+        if parts and isinstance(parts[0], cst.FormattedStringText):
+            text = parts[0].value
+            if len(parts) == 1:
+                return "const" if _CONST_RE.match(text) else None
+            if text == "cuda:":
+                return "dynamic"
+        return None
+    if isinstance(node, cst.BinaryOperation):
+        left = _string_value(node.left)
+        if isinstance(node.operator, cst.Modulo) and left in ("cuda:%d", "cuda:%s", "cuda:%i"):
+            return "dynamic"
+        if isinstance(node.operator, cst.Add) and left == "cuda:":
+            return "dynamic"
+        return None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value == "format" and _string_value(node.func.value) == "cuda:{}":
+            return "dynamic"
+    return None
+
+
+def is_cuda_string(node: cst.CSTNode) -> bool:
+    return cuda_device_kind(node) is not None
+
+
+def quote_like(node: cst.CSTNode, value: str) -> cst.SimpleString:
+    """A string literal holding `value`, quoted the way `node` was."""
+    quote = "'"
+    if isinstance(node, cst.SimpleString):
+        quote = node.quote if node.quote in ("'", '"') else "'"
+    elif isinstance(node, cst.FormattedString):
+        quote = node.start[-1] if node.start[-1] in "'\"" else "'"
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.SimpleString):
+        quote = node.left.quote if node.left.quote in ("'", '"') else "'"
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return quote_like(node.func.value, value)
+    return cst.SimpleString(f"{quote}{value}{quote}")
+
+
+@dataclass(frozen=True)
+class DevicePositions:
+    """The KB's device positions, ready for quick look-ups."""
+
+    keywords: frozenset[str]
+    first_argument_of: frozenset[str]
+    first_argument_names: frozenset[str]  # their last components, for a quick first test
+    first_argument_of_methods: frozenset[str]
+    name_patterns: tuple[str, ...]
+    compared_patterns: tuple[str, ...]
+
+    @classmethod
+    def from_kb(cls, data: dict[str, list[str]]) -> DevicePositions:
+        callees = list(data.get("first_argument_of", []))
+        functions = frozenset(c for c in callees if not c.startswith("$"))
+        return cls(
+            keywords=frozenset(data.get("keywords", [])),
+            first_argument_of=functions,
+            first_argument_names=frozenset(c.rsplit(".", 1)[-1] for c in functions),
+            first_argument_of_methods=frozenset(
+                c.split(".", 1)[1] for c in callees if c.startswith("$")
+            ),
+            name_patterns=tuple(data.get("names", [])),
+            compared_patterns=tuple(data.get("compared_names", data.get("names", []))),
+        )
+
+    def __post_init__(self) -> None:
+        # One compiled expression per list: these are asked about for every assignment.
+        object.__setattr__(self, "_names", _globs(self.name_patterns))
+        object.__setattr__(self, "_compared", _globs(self.compared_patterns))
+
+    def is_device_name(self, name: str) -> bool:
+        return self._names.fullmatch(name) is not None
+
+    def is_device_valued(self, node: cst.CSTNode, compared: bool = False) -> bool:
+        """An expression that holds a device: `device`, `self.device`, `x.device.type`, ...
+        With `compared`, also the names compared with 'cuda' as device checks (`device_type`)."""
+        names = self._compared if compared else self._names
+        if isinstance(node, cst.Name):
+            return names.fullmatch(node.value) is not None
+        if isinstance(node, cst.Attribute):
+            if names.fullmatch(node.attr.value) is not None:
+                return True
+            return node.attr.value == "type" and self.is_device_valued(node.value)
+        if isinstance(node, cst.Call) and not node.args[1:] and node.args:
+            # str(device) / str(x.device)
+            return dotted_name(node.func) == "str" and self.is_device_valued(
+                node.args[0].value, compared
+            )
+        return False
+
+
+def _globs(patterns_: tuple[str, ...]) -> re.Pattern[str]:
+    if not patterns_:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns_))
+
+
+def device_subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """`node` and, through conditionals and boolean operators, the values it may take."""
+    out = [node]
+    if isinstance(node, cst.IfExp):
+        out += device_subexpressions(node.body) + device_subexpressions(node.orelse)
+    elif isinstance(node, cst.BooleanOperation):
+        out += device_subexpressions(node.left) + device_subexpressions(node.right)
+    return out
+
+
+@dataclass(frozen=True)
+class RankGuards:
+    """`if rank == 0:`, `if master_process:`, `if xm.is_master_ordinal():`: code that only some
+    processes run. The names are KB data (`kb/general.yaml`)."""
+
+    names: tuple[str, ...]
+    flags: tuple[str, ...]
+    calls: frozenset[str]
+
+    @classmethod
+    def from_kb(cls, data: dict[str, list[str]]) -> RankGuards:
+        return cls(
+            names=tuple(data.get("names", [])),
+            flags=tuple(data.get("flags", [])),
+            calls=frozenset(data.get("calls", [])),
+        )
+
+    def _named(self, node: cst.CSTNode, patterns_: tuple[str, ...]) -> bool:
+        name = node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
+        return isinstance(name, str) and any(fnmatch.fnmatchcase(name, p) for p in patterns_)
+
+    def is_guard(self, test: cst.CSTNode, resolver: object) -> bool:
+        for node in walk(test):
+            if isinstance(node, (cst.Name, cst.Attribute)) and self._named(node, self.flags):
+                return True
+            if isinstance(node, cst.Comparison):
+                operands = [node.left] + [c.comparator for c in node.comparisons]
+                if any(
+                    self._named(o, self.names)
+                    for o in operands
+                    if isinstance(o, (cst.Name, cst.Attribute))
+                ):
+                    return True
+                if any(
+                    isinstance(o, cst.Call) and self._is_rank_call(o, resolver) for o in operands
+                ):
+                    return True
+            if isinstance(node, cst.Call) and self._is_rank_call(node, resolver):
+                name = dotted_name(node.func) or ""
+                if name.rsplit(".", 1)[-1].startswith("is_"):
+                    return True
+        return False
+
+    def _is_rank_call(self, node: cst.Call, resolver: object) -> bool:
+        name = dotted_name(node.func)
+        if name is None or name.rsplit(".", 1)[-1] not in {
+            c.rsplit(".", 1)[-1] for c in self.calls
+        }:
+            return False
+        return bool(resolver.qualified_names(node.func) & self.calls)  # type: ignore[attr-defined]

@@ -1,0 +1,339 @@
+"""The knowledge base: YAML rule files under `kb/`, checked against `kb/schema.json` on load.
+
+A malformed file fails with the file, the rule ID and what is wrong. Each rule is compiled once:
+its patterns and templates are parsed, its wildcards checked, its version range parsed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import libcst as cst
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from pytpu.engine import patterns
+
+DEFAULT_TARGET = "torch_xla"
+TARGET_VERSIONS = {"torch_xla": Version("2.9")}
+APPLICABILITIES = ("safe", "safe+note", "unsafe", "display_only")
+# Minutes of review a finding costs a person, by the effort its diagnostic states.
+EFFORT_MINUTES = {"none": 0, "low": 5, "medium": 30, "high": 120}
+
+
+class KBError(ValueError):
+    """A knowledge-base file that cannot be used. The message names the file and the rule."""
+
+    def __init__(self, path: str, rule_id: str | None, problem: str):
+        where = f"{path}: rule {rule_id}" if rule_id else path
+        super().__init__(f"{where}: {problem}")
+        self.path, self.rule_id, self.problem = path, rule_id, problem
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    why: str
+    fix: str
+    effort: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str
+    after: str
+    path: str = "example.py"
+
+
+@dataclass(eq=False)
+class Case:
+    """One way a rule matches, with what it does there."""
+
+    rule: Rule
+    kind: str  # pattern | device_string | namespace | import | module | env
+    applicability: str
+    patterns: list[cst.CSTNode] = field(default_factory=list)
+    where: dict[str, Any] = field(default_factory=dict)
+    template: cst.CSTNode | None = None
+    action: str | dict[str, Any] | None = None
+    note: str | None = None
+    context: str | None = None  # rank_guarded | not_rank_guarded
+    template_wildcards: frozenset[str] = frozenset()  # the wildcards `replace` uses
+    names: tuple[str, ...] = ()  # namespace / import / module / env names
+    values: tuple[str, ...] = ()  # env: the values that trigger it (empty: any)
+
+    @property
+    def changes_code(self) -> bool:
+        return self.applicability != "display_only"
+
+
+@dataclass(eq=False)
+class Rule:
+    id: str
+    family: str
+    title: str
+    applicability: str
+    versions: SpecifierSet
+    diagnostic: Diagnostic
+    examples: list[Example]
+    unchanged: list[str]
+    imports: list[str]
+    path: str
+    raw: dict[str, Any]
+    cases: list[Case] = field(default_factory=list)
+
+    def valid_for(self, target: str, version: Version) -> bool:
+        return target == DEFAULT_TARGET and version in self.versions
+
+
+@dataclass
+class KnowledgeBase:
+    rules: list[Rule]
+    modules: dict[str, str | None]
+    device_positions: dict[str, list[str]]
+    rank_guards: dict[str, list[str]]
+    files: list[str]
+
+    def __post_init__(self) -> None:
+        self.by_id = {r.id: r for r in self.rules}
+        self.by_code = {r.diagnostic.code: r for r in self.rules}
+
+    def find(self, key: str) -> Rule | None:
+        key = key.strip()
+        return self.by_id.get(key) or self.by_code.get(key.upper())
+
+    def select(self, target: str = DEFAULT_TARGET, version: Version | None = None) -> list[Rule]:
+        version = version or TARGET_VERSIONS[target]
+        return [r for r in self.rules if r.valid_for(target, version)]
+
+
+def kb_dir() -> Path:
+    """The installed `kb/` folder (a data-only namespace package: no code, so no resources API)."""
+    import pytpu.kb
+
+    for entry in pytpu.kb.__path__:
+        if (Path(entry) / "schema.json").is_file():
+            return Path(entry)
+    raise KBError("kb/", None, "the knowledge base is not installed (no kb/schema.json)")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads((kb_dir() / "schema.json").read_text(encoding="utf-8"))
+
+
+def _rule_id_at(document: Any, path: list[Any]) -> str | None:
+    if len(path) >= 2 and path[0] == "rules" and isinstance(path[1], int):
+        rules = document.get("rules") or []
+        if path[1] < len(rules) and isinstance(rules[path[1]], dict):
+            return str(rules[path[1]].get("id", f"#{path[1] + 1}"))
+    return None
+
+
+def validate_document(document: Any, path: str) -> None:
+    """Check one family file against the schema; raise KBError on the first (most precise) error."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(document), key=lambda e: (len(e.path), str(e.path)))
+    if not errors:
+        return
+    error = jsonschema.exceptions.best_match(errors)
+    location = "/".join(str(p) for p in list(error.absolute_path)[2:]) or "rule"
+    rule_id = _rule_id_at(document, list(error.absolute_path))
+    if rule_id is None:
+        location = "/".join(str(p) for p in error.absolute_path) or "file"
+    raise KBError(path, rule_id, f"{location}: {error.message}")
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark else ""
+        raise KBError(str(path), None, f"not valid YAML{line}: {exc}") from None
+    if not isinstance(document, dict):
+        raise KBError(
+            str(path), None, "a family file is a mapping with 'family', 'title' and 'rules'"
+        )
+    validate_document(document, str(path))
+    return document
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _compile_case(rule: Rule, spec: dict[str, Any]) -> Case:
+    applicability = spec.get("applicability", rule.applicability)
+    case = Case(
+        rule=rule,
+        kind="pattern",
+        applicability=applicability,
+        note=spec.get("note"),
+        context=spec.get("context"),
+    )
+    match = spec["match"]
+    if isinstance(match, dict):
+        case.kind = next(iter(k for k in match if k != "value"))
+        case.names = tuple(_as_list(match[case.kind]))
+        case.values = tuple(match.get("value", ()))
+    else:
+        try:
+            case.patterns = [patterns.parse_code(p) for p in _as_list(match)]
+        except patterns.PatternError as exc:
+            raise KBError(rule.path, rule.id, f"match: {exc}") from None
+    case.where = dict(spec.get("where", {}))
+    if "replace" in spec:
+        try:
+            case.template = patterns.parse_code(spec["replace"])
+        except patterns.PatternError as exc:
+            raise KBError(rule.path, rule.id, f"replace: {exc}") from None
+        case.template_wildcards = frozenset(_wildcards(case.template))
+    case.action = spec.get("action")
+    if case.kind == "engine":
+        return case
+    if applicability == "display_only":
+        if case.template is not None or case.action is not None:
+            raise KBError(rule.path, rule.id, "a display_only case has no 'replace' or 'action'")
+    elif case.template is None and case.action is None:
+        raise KBError(rule.path, rule.id, f"a {applicability} case needs 'replace' or 'action'")
+    if applicability == "safe+note" and not (case.note or rule.raw.get("note")):
+        raise KBError(rule.path, rule.id, "a safe+note case needs a 'note'")
+    case.note = case.note or rule.raw.get("note")
+    _check_wildcards(rule, case)
+    return case
+
+
+def _wildcards(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            name = patterns.wildcard_name(n)
+            if name:
+                found.add(name)
+            elif n.value.startswith(patterns.REST_PREFIX):
+                found.add(n.value[len(patterns.REST_PREFIX) :])
+
+    node.visit(Collect())
+    return found
+
+
+def _check_wildcards(rule: Rule, case: Case) -> None:
+    if case.kind != "pattern":
+        return
+    bound = [_wildcards(p) for p in case.patterns]
+    common = set.intersection(*bound) if bound else set()
+    for name in case.where:
+        if not any(name in b for b in bound):
+            raise KBError(rule.path, rule.id, f"where: ${name} is not a wildcard of the pattern")
+    if case.template is not None:
+        missing = _wildcards(case.template) - common
+        if missing:
+            names = ", ".join(f"${m}" for m in sorted(missing))
+            raise KBError(
+                rule.path, rule.id, f"replace uses {names}, which not every pattern binds"
+            )
+
+
+def _name_words(case: Case) -> frozenset[str]:
+    """Words a file must contain for a non-pattern case to possibly match there."""
+    if case.kind == "device_string":
+        return frozenset({"cuda"})
+    return frozenset(
+        part for name in case.names for part in name.replace("*", "").split(".") if part
+    )
+
+
+def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
+    try:
+        versions = SpecifierSet(raw["versions"]["torch_xla"])
+    except InvalidSpecifier:
+        raise KBError(
+            path, raw["id"], f"versions: not a version range: {raw['versions']['torch_xla']!r}"
+        ) from None
+    rule = Rule(
+        id=raw["id"],
+        family=family,
+        title=raw["title"],
+        applicability=raw["applicability"],
+        versions=versions,
+        diagnostic=Diagnostic(**raw["diagnostic"]),
+        examples=[Example(**e) for e in raw["examples"]],
+        unchanged=list(raw.get("unchanged", [])),
+        imports=list(raw.get("imports", [])),
+        path=path,
+        raw=raw,
+    )
+    keys = ("match", "where", "replace", "action", "note", "context")
+    specs = raw.get("cases") or [{k: raw[k] for k in keys if k in raw}]
+    rule.cases = [_compile_case(rule, spec) for spec in specs]
+    for example in rule.examples:
+        for label, text in (("before", example.before), ("after", example.after)):
+            try:
+                cst.parse_module(text)
+            except cst.ParserSyntaxError as exc:
+                raise KBError(
+                    path, rule.id, f"examples: '{label}' does not parse: {exc.message}"
+                ) from None
+    return rule
+
+
+def pattern_alternatives(case: Case) -> list[frozenset[str]]:
+    """For the pre-filter: each pattern's words (a file must contain all words of one of them)."""
+    if case.kind == "pattern":
+        return [frozenset(patterns.node_names(p)) for p in case.patterns]
+    return [_name_words(case)]
+
+
+def load(directory: Path | None = None) -> KnowledgeBase:
+    directory = directory or kb_dir()
+    rules: list[Rule] = []
+    modules: dict[str, str | None] = {}
+    device_positions: dict[str, list[str]] = {"keywords": [], "first_argument_of": [], "names": []}
+    rank_guards: dict[str, list[str]] = {}
+    files = sorted(p for p in directory.glob("*.yaml"))
+    if not files:
+        raise KBError(str(directory), None, "no *.yaml rule files found")
+    seen_ids: dict[str, str] = {}
+    seen_codes: dict[str, str] = {}
+    for path in files:
+        document = load_file(path)
+        rel = f"kb/{path.name}"
+        if "modules" in document:
+            modules.update(document["modules"])
+        if "device_positions" in document:
+            device_positions = document["device_positions"]
+        if "rank_guards" in document:
+            rank_guards = document["rank_guards"]
+        for raw in document["rules"]:
+            rule = compile_rule(raw, document["family"], rel)
+            if rule.id in seen_ids:
+                raise KBError(rel, rule.id, f"duplicate rule ID (also in {seen_ids[rule.id]})")
+            code = rule.diagnostic.code
+            if code in seen_codes:
+                raise KBError(
+                    rel, rule.id, f"diagnostic code {code} is already used by {seen_codes[code]}"
+                )
+            seen_ids[rule.id], seen_codes[code] = rel, rule.id
+            rules.append(rule)
+    return KnowledgeBase(
+        rules=rules,
+        modules=modules,
+        device_positions=device_positions,
+        rank_guards=rank_guards,
+        files=[f"kb/{p.name}" for p in files],
+    )
+
+
+@cache
+def default() -> KnowledgeBase:
+    return load()

@@ -1,0 +1,530 @@
+"""KB patterns: Python code with `$name` wildcards, matched structurally against libcst nodes.
+
+A pattern is an expression (`torch.cuda.manual_seed($seed)`) or a statement
+(`torch.backends.cudnn.benchmark = $value`). Dotted names in a pattern match by fully-qualified
+name, so `from torch.cuda import manual_seed as seed_all; seed_all(1)` matches too. Wildcards:
+
+- `$name` matches any one expression and binds it;
+- `$*name` in a call's arguments matches the remaining arguments (positional and keyword);
+- a wildcard at the root of a dotted name (`$x.cuda()`) matches any receiver that is not a module.
+
+Templates use the same syntax; their dotted names are rendered with the aliases the file already
+uses (see `imports.py`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+WILDCARD_PREFIX = "__pytpu_w_"
+REST_PREFIX = "__pytpu_r_"
+_WILDCARD_RE = re.compile(r"\$(\*?)([A-Za-z_][A-Za-z0-9_]*)")
+
+# Roots of dotted names that denote modules in patterns and templates (anything else, such as
+# `True` or a wildcard, is not resolved through imports).
+BUILTIN_NAMES = frozenset({"str", "int", "float", "bool", "len", "isinstance", "print", "repr"})
+
+
+class PatternError(ValueError):
+    """A KB pattern or template that does not parse or is not supported."""
+
+
+def _substitute_wildcards(text: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        return ("*" + REST_PREFIX if m.group(1) else WILDCARD_PREFIX) + m.group(2)
+
+    return _WILDCARD_RE.sub(repl, text)
+
+
+def parse_code(text: str) -> cst.CSTNode:
+    """Parse pattern or template text: an expression if it is one, else one statement."""
+    source = _substitute_wildcards(text.strip())
+    if source.startswith("@"):
+        try:
+            function = cst.parse_statement(source + "\ndef _pytpu_decorated():\n    pass\n")
+        except cst.ParserSyntaxError as exc:
+            raise PatternError(f"does not parse as a decorator: {text!r} ({exc.message})") from None
+        assert isinstance(function, cst.FunctionDef)
+        return function.decorators[0]
+    try:
+        return cst.parse_expression(source)
+    except cst.ParserSyntaxError:
+        pass
+    try:
+        stmt = cst.parse_statement(source + "\n")
+    except cst.ParserSyntaxError as exc:
+        raise PatternError(f"does not parse as Python: {text!r} ({exc.message})") from None
+    if isinstance(stmt, cst.SimpleStatementLine):
+        if len(stmt.body) != 1:
+            raise PatternError(f"one statement per pattern: {text!r}")
+        return stmt.body[0]
+    return stmt
+
+
+def wildcard_name(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name) and node.value.startswith(WILDCARD_PREFIX):
+        return node.value[len(WILDCARD_PREFIX) :]
+    return None
+
+
+def rest_name(arg: cst.Arg) -> str | None:
+    if (
+        arg.star == "*"
+        and isinstance(arg.value, cst.Name)
+        and arg.value.value.startswith(REST_PREFIX)
+    ):
+        return arg.value.value[len(REST_PREFIX) :]
+    return None
+
+
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def chain_root(node: cst.CSTNode) -> cst.CSTNode:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node
+
+
+def is_qualified_pattern(node: cst.CSTNode) -> bool:
+    """A dotted name whose root is a real name (not a wildcard): matched by qualified name."""
+    root = chain_root(node)
+    return (
+        isinstance(node, (cst.Name, cst.Attribute))
+        and isinstance(root, cst.Name)
+        and wildcard_name(root) is None
+    )
+
+
+def index_key(node: cst.CSTNode) -> str | None:
+    """The name a node is dispatched on: the last component of its callee/target."""
+    if isinstance(node, cst.Call):
+        return index_key(node.func)
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return None if wildcard_name(node) else node.value
+    if isinstance(node, cst.Assign):
+        return index_key(node.targets[0].target)
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        return index_key(node.target)
+    if isinstance(node, cst.Subscript):
+        return index_key(node.value)
+    if isinstance(node, cst.Expr):
+        return index_key(node.value)
+    if isinstance(node, cst.With):
+        return index_key(node.items[0].item)
+    if isinstance(node, cst.IfExp):
+        return index_key(node.test)
+    if isinstance(node, cst.Decorator):
+        return index_key(node.decorator)
+    if isinstance(node, cst.Comparison):
+        return index_key(node.left)
+    return None
+
+
+# Fields that hold only layout (whitespace, punctuation, comments): never worth walking into.
+_LAYOUT_FIELDS = frozenset(
+    {
+        "lpar",
+        "rpar",
+        "comma",
+        "semicolon",
+        "leading_lines",
+        "lines_after_decorators",
+        "header",
+        "footer",
+        "trailing_whitespace",
+        "newline",
+        "equal",
+        "colon",
+        "dot",
+        "operator",
+        "star_tok",
+        "first_line",
+        "indent",
+        "asynchronous",
+        "walrus",
+        "arrow",
+        "default_indicator",
+    }
+)
+_FIELD_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def fields_of(node_type: type) -> tuple[str, ...]:
+    names = _FIELD_CACHE.get(node_type)
+    if names is None:
+        names = tuple(
+            f.name
+            for f in dataclasses.fields(node_type)
+            if f.name not in _LAYOUT_FIELDS and not f.name.startswith("whitespace")
+        )
+        _FIELD_CACHE[node_type] = names
+    return names
+
+
+_IS_NODE: dict[type, bool] = {}
+
+
+def is_node(value: object) -> bool:
+    """isinstance(value, CSTNode), cached by type (CSTNode is an ABC: isinstance is slow)."""
+    kind = type(value)
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = isinstance(value, cst.CSTNode)
+    return known
+
+
+def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The child nodes that carry code, read straight from the dataclass fields.
+
+    libcst's own `children` and visitors rebuild every node they pass; this only reads, which
+    is what analysis needs and several times faster.
+    """
+    for name in fields_of(type(node)):
+        value = getattr(node, name)
+        if type(value) is tuple or type(value) is list:
+            for item in value:
+                if is_node(item):
+                    yield item
+        elif is_node(value):
+            yield value
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and every node below it (pre-order), by `iter_children`."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(iter_children(current))))
+
+
+def node_names(node: cst.CSTNode) -> Iterator[str]:
+    """Every identifier a pattern needs to find in a file's text (for the cheap pre-filter)."""
+    if (
+        isinstance(node, cst.Name)
+        and not wildcard_name(node)
+        and not node.value.startswith(REST_PREFIX)
+    ):
+        if node.value not in BUILTIN_NAMES and node.value not in ("True", "False", "None"):
+            yield node.value
+    for child in iter_children(node):
+        yield from node_names(child)
+
+
+def literal_value(node: cst.CSTNode) -> object:
+    """The Python value of a literal node, or a sentinel when it is not a simple literal."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if value is not None else _NOT_LITERAL
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return ast.literal_eval(node.value)
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = literal_value(node.expression)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner
+    return _NOT_LITERAL
+
+
+_NOT_LITERAL = object()
+
+
+def is_literal(node: cst.CSTNode) -> bool:
+    return literal_value(node) is not _NOT_LITERAL
+
+
+def _normalised(node: cst.CSTNode) -> str | None:
+    try:
+        return ast.dump(ast.parse(cst.Module(body=[]).code_for_node(node).strip(), mode="eval"))
+    except SyntaxError:
+        return None
+
+
+@dataclass
+class Bindings:
+    """What a successful match bound: wildcard -> node, rest wildcard -> args, plus paths."""
+
+    nodes: dict[str, cst.CSTNode] = field(default_factory=dict)
+    rests: dict[str, list[cst.Arg]] = field(default_factory=dict)
+    # Nodes of the target that the pattern itself covers (not wildcards): no other rule may
+    # claim them, so an outer match wins over an inner one.
+    covered: list[cst.CSTNode] = field(default_factory=list)
+
+
+class Resolver:
+    """What matching needs to know about a file: qualified names and module references."""
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def is_module(self, node: cst.CSTNode) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+Constraint = Callable[[cst.CSTNode], bool]
+
+
+def match(
+    pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
+) -> bool:
+    """Structural match of `pattern` against `target`, resolving dotted names by qualified name."""
+    name = wildcard_name(pattern)
+    if name is not None:
+        if name in bindings.nodes:
+            return _normalised(bindings.nodes[name]) == _normalised(target)
+        bindings.nodes[name] = target
+        return True
+    if is_qualified_pattern(pattern):
+        return _match_qualified(pattern, target, resolver, bindings)
+    if isinstance(pattern, cst.Attribute):
+        if not isinstance(target, cst.Attribute) or target.attr.value != pattern.attr.value:
+            return False
+        if wildcard_name(pattern.value) is not None and resolver.is_module(target.value):
+            return False
+        bindings.covered.append(target)
+        return match(pattern.value, target.value, resolver, bindings)
+    if isinstance(pattern, cst.Call):
+        if isinstance(target, cst.Call) and _match_call(pattern, target, resolver, bindings):
+            bindings.covered.append(target)
+            return True
+        return False
+    if is_literal(pattern):
+        if is_literal(target) and literal_value(pattern) == literal_value(target):
+            bindings.covered.append(target)
+            return True
+        return False
+    matcher = _STRUCTURAL.get(type(pattern))
+    if matcher is not None:
+        if type(target) is not type(pattern):
+            return False
+        bindings.covered.append(target)
+        return matcher(pattern, target, resolver, bindings)
+    if type(target) is type(pattern) and _normalised(pattern) == _normalised(target):
+        bindings.covered.append(target)
+        return True
+    return False
+
+
+def _match_qualified(
+    pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
+) -> bool:
+    if not isinstance(target, (cst.Name, cst.Attribute)):
+        return False
+    wanted = dotted_name(pattern)
+    assert wanted is not None
+    names = resolver.qualified_names(target)
+    if wanted in BUILTIN_NAMES:
+        ok = f"builtins.{wanted}" in names
+    else:
+        ok = wanted in names
+    if ok:
+        # The whole dotted chain is the match: `torch.cuda` inside it is not a separate site.
+        node = target
+        while isinstance(node, cst.Attribute):
+            bindings.covered.append(node)
+            node = node.value
+        bindings.covered.append(node)
+    return ok
+
+
+def _match_call(
+    pattern: cst.Call, target: cst.Call, resolver: Resolver, bindings: Bindings
+) -> bool:
+    if not match(pattern.func, target.func, resolver, bindings):
+        return False
+    positional = [a for a in pattern.args if a.keyword is None and not a.star]
+    keywords = {a.keyword.value: a for a in pattern.args if a.keyword is not None}
+    rest = next((rest_name(a) for a in pattern.args if rest_name(a)), None)
+    if any(a.star and not rest_name(a) for a in pattern.args):
+        raise PatternError("only `$*name` may be starred in a pattern call")
+
+    t_positional = [a for a in target.args if a.keyword is None and not a.star]
+    if len(t_positional) < len(positional):
+        return False
+    if any(a.star for a in target.args[: len(positional)]):
+        return False
+    used: set[int] = set()
+    for p_arg, t_arg in zip(positional, t_positional, strict=False):
+        if not match(p_arg.value, t_arg.value, resolver, bindings):
+            return False
+        used.add(id(t_arg))
+    for key, p_arg in keywords.items():
+        t_arg = next(
+            (a for a in target.args if a.keyword is not None and a.keyword.value == key), None
+        )
+        if t_arg is None or not match(p_arg.value, t_arg.value, resolver, bindings):
+            return False
+        used.add(id(t_arg))
+    leftover = [a for a in target.args if id(a) not in used]
+    if rest is None:
+        return not leftover
+    bindings.rests[rest] = leftover
+    return True
+
+
+def _match_fields(*fields: str):
+    def matcher(
+        pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
+    ) -> bool:
+        for name in fields:
+            p_value, t_value = getattr(pattern, name), getattr(target, name)
+            if isinstance(p_value, (list, tuple)):
+                if len(p_value) != len(t_value):
+                    return False
+                if not all(
+                    match(p, t, resolver, bindings) for p, t in zip(p_value, t_value, strict=True)
+                ):
+                    return False
+            elif _is_operator(p_value):
+                if type(p_value) is not type(t_value):
+                    return False
+            elif not match(p_value, t_value, resolver, bindings):
+                return False
+        return True
+
+    return matcher
+
+
+def _is_operator(node: object) -> bool:
+    return isinstance(
+        node,
+        (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp),
+    )
+
+
+def _match_with(
+    pattern: cst.With, target: cst.With, resolver: Resolver, bindings: Bindings
+) -> bool:
+    if len(pattern.items) != len(target.items):
+        return False
+    for p_item, t_item in zip(pattern.items, target.items, strict=True):
+        if not match(p_item.item, t_item.item, resolver, bindings):
+            return False
+        if p_item.asname is not None:
+            if t_item.asname is None or not match(
+                p_item.asname.name, t_item.asname.name, resolver, bindings
+            ):
+                return False
+    return True
+
+
+_STRUCTURAL: dict[type, Callable[..., bool]] = {
+    cst.IfExp: _match_fields("test", "body", "orelse"),
+    cst.BinaryOperation: _match_fields("operator", "left", "right"),
+    cst.BooleanOperation: _match_fields("operator", "left", "right"),
+    cst.UnaryOperation: _match_fields("operator", "expression"),
+    cst.Comparison: _match_fields("left", "comparisons"),
+    cst.ComparisonTarget: _match_fields("operator", "comparator"),
+    cst.Subscript: _match_fields("value", "slice"),
+    cst.SubscriptElement: _match_fields("slice"),
+    cst.Index: _match_fields("value"),
+    cst.Tuple: _match_fields("elements"),
+    cst.List: _match_fields("elements"),
+    cst.Element: _match_fields("value"),
+    cst.Assign: _match_fields("targets", "value"),
+    cst.AssignTarget: _match_fields("target"),
+    cst.Expr: _match_fields("value"),
+    cst.Decorator: _match_fields("decorator"),
+    cst.With: _match_with,
+}
+
+
+DottedRenderer = Callable[[str], cst.BaseExpression]
+
+
+class _TemplateRenderer(cst.CSTTransformer):
+    def __init__(
+        self,
+        nodes: dict[str, cst.CSTNode],
+        rests: dict[str, list[cst.Arg]],
+        dotted: DottedRenderer,
+        quote: str,
+    ):
+        self.nodes = nodes
+        self.rests = rests
+        self.dotted = dotted
+        self.quote = quote
+
+    def leave_SimpleString(
+        self, original: cst.SimpleString, updated: cst.SimpleString
+    ) -> cst.SimpleString:
+        # Template strings follow the file's quoting (bound nodes are never visited here).
+        body = updated.value[1:-1]
+        if updated.prefix or len(updated.quote) != 1 or "'" in body or '"' in body:
+            return updated
+        return updated.with_changes(value=f"{self.quote}{body}{self.quote}")
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return not is_qualified_pattern(node)
+
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
+        if is_qualified_pattern(original):
+            return self.dotted(dotted_name(original))
+        return updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        name = wildcard_name(original)
+        if name is not None:
+            if name not in self.nodes:
+                raise PatternError(f"template uses ${name}, which the pattern does not bind")
+            return self.nodes[name]
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if not any(rest_name(arg) for arg in updated.args):
+            return updated
+        args: list[cst.Arg] = []
+        for arg in updated.args:
+            name = rest_name(arg)
+            args.extend(self.rests.get(name, []) if name else [arg])
+        return updated.with_changes(args=normalise_commas(args))
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        # Keep `*__pytpu_r_x` intact for leave_Call (its Name must not be rendered as a wildcard).
+        return rest_name(node) is None
+
+
+def render(
+    template: cst.CSTNode, bindings: Bindings, dotted: DottedRenderer, quote: str = "'"
+) -> cst.CSTNode:
+    """Fill a template's wildcards with bound nodes and render its dotted names."""
+    return template.visit(_TemplateRenderer(bindings.nodes, bindings.rests, dotted, quote))
+
+
+def normalise_commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Arguments joined by ', ' where their commas were lost or would now trail."""
+    out: list[cst.Arg] = []
+    for i, arg in enumerate(args):
+        last = i == len(args) - 1
+        if last:
+            if isinstance(arg.comma, cst.Comma) and not _comma_has_newline(arg.comma):
+                arg = arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        elif not isinstance(arg.comma, cst.Comma):
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        out.append(arg)
+    return out
+
+
+def _comma_has_newline(comma: cst.Comma) -> bool:
+    return isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)

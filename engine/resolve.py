@@ -1,0 +1,120 @@
+"""Qualified names of dotted names, the way libcst's QualifiedNameProvider gives them.
+
+libcst's scope analysis walks and rebuilds the whole module, which costs more than parsing it.
+Most files bind each imported name once and never rebind it; for those the import table gives
+the same answer. The engine answers from the table, notes every name it relied on, and redoes a
+file with the scope analysis when one of them turns out to be bound in another way as well.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, QualifiedNameSource, ScopeProvider
+
+from pytpu.engine import patterns
+
+_BUILTINS = frozenset(dir(builtins))
+MODULE_ROOTS = ("torch", "torch_xla")
+
+
+class ImportTableResolver(patterns.Resolver):
+    """Answers from the file's imports; `consistent()` says afterwards whether that was exact."""
+
+    def __init__(self, pattern_roots: frozenset[str]) -> None:
+        self.pattern_roots = pattern_roots  # names that patterns start with (torch, os, ...)
+        self.imports: dict[str, set[str]] = {}  # local name -> import paths it is bound to
+        self.other_bindings: set[str] = set()  # names bound by assignment, def, parameter, ...
+        self.relied_on: set[str] = set()
+
+    def record_import(self, local: str, path: str) -> None:
+        self.imports.setdefault(local, set()).add(path)
+
+    def record_binding(self, name: str) -> None:
+        self.other_bindings.add(name)
+
+    def consistent(self) -> bool:
+        """True when every name an answer relied on has one import binding and no other, or
+        none at all."""
+        for name in self.relied_on:
+            paths = self.imports.get(name, set())
+            if len(paths) > 1 or (paths and name in self.other_bindings):
+                return False
+            if not paths and name in self.other_bindings and name in self.pattern_roots:
+                return False  # e.g. a parameter called `torch`: the literal reading is wrong
+        return True
+
+    def _path(self, node: cst.CSTNode) -> tuple[str, str | None] | None:
+        dotted = patterns.dotted_name(node)
+        if dotted is None:
+            return None
+        root, _, rest = dotted.partition(".")
+        self.relied_on.add(root)
+        paths = self.imports.get(root)
+        if not paths:
+            return dotted, None
+        path = next(iter(paths))
+        return (f"{path}.{rest}" if rest else path), path
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        found = self._path(node)
+        if found is None:
+            return set()
+        name, imported = found
+        if imported is None and name.split(".", 1)[0] in _BUILTINS:
+            return {f"builtins.{name}"}
+        return {name}
+
+    def is_module(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return False  # a call's result, a subscript, ...: a value, never a module
+        found = self._path(node)
+        return bool(found and found[1] and found[1].split(".")[0] in MODULE_ROOTS)
+
+
+class ScopeResolver(patterns.Resolver):
+    """Qualified names from libcst's scope analysis (QualifiedNameProvider's own source)."""
+
+    def __init__(self, wrapper: MetadataWrapper):
+        self.wrapper = wrapper
+        self._scopes: Any = None
+
+    @property
+    def scopes(self) -> Any:
+        if self._scopes is None:
+            self._scopes = self.wrapper.resolve(ScopeProvider)
+        return self._scopes
+
+    def qualified(self, node: cst.CSTNode) -> set[tuple[str, QualifiedNameSource]]:
+        scope = self.scopes.get(node)
+        if scope is None:
+            return set()
+        try:
+            return {(q.name, q.source) for q in scope.get_qualified_names_for(node)}
+        except Exception:  # libcst cannot resolve some exotic nodes; treat as unknown
+            return set()
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        found = self.qualified(node)
+        if found:
+            return {name for name, _ in found}
+        # An unbound root (a fragment without its imports): take the spelling literally.
+        root = patterns.chain_root(node)
+        if isinstance(root, cst.Name) and not self._is_bound(root):
+            literal = patterns.dotted_name(node)
+            return {literal} if literal else set()
+        return set()
+
+    def _is_bound(self, name: cst.Name) -> bool:
+        scope = self.scopes.get(name)
+        return scope is not None and name.value in scope
+
+    def is_module(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return False  # a call's result, a subscript, ...: a value, never a module
+        for name, source in self.qualified(node):
+            if source is QualifiedNameSource.IMPORT and name.split(".")[0] in MODULE_ROOTS:
+                return True
+        return False

@@ -1,0 +1,286 @@
+"""The rewrite stage over a checkout: every file through the engine, with its guarantees.
+
+- A file is written only if its new text parses; otherwise it stays as it was and the error
+  names the rules and lines involved.
+- A file that cannot be read or parsed is skipped with a clear error; the others go on.
+- Writes are atomic, and a second run over the output changes nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from packaging.version import Version
+
+from pytpu.engine import kb as kb_module
+from pytpu.engine.files import SourceError, discover, read_source, write_atomically
+from pytpu.engine.formatting import black_mode_for, format_changed
+from pytpu.engine.transform import (
+    CONVERTED,
+    FLAGGED,
+    NOTED,
+    UNKNOWN,
+    CompiledKB,
+    Finding,
+    preferred_quote,
+    transform_module,
+)
+
+KINDS = (CONVERTED, NOTED, FLAGGED, UNKNOWN)
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str = "unchanged"  # unchanged | changed | error
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    before: str | None = field(default=None, repr=False)
+    after: str | None = field(default=None, repr=False)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(KINDS, 0)
+        for finding in self.findings:
+            out[finding.kind] += 1
+        return out
+
+    def diff(self) -> str:
+        if self.before is None or self.after is None or self.before == self.after:
+            return ""
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                self.after.splitlines(keepends=True),
+                fromfile=f"a/{self.path}",
+                tofile=f"b/{self.path}",
+            )
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "error": self.error,
+            "counts": self.counts(),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class RunResult:
+    root: str
+    target: str
+    files: list[FileResult]
+    skipped: list[tuple[str, str]]
+    parsed: int = 0
+
+    @property
+    def changed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "changed"]
+
+    @property
+    def errors(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "error"]
+
+    def totals(self) -> dict[str, int]:
+        out = dict.fromkeys(KINDS, 0)
+        for result in self.files:
+            for kind, n in result.counts().items():
+                out[kind] += n
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "target": self.target,
+            "totals": self.totals(),
+            "files_seen": len(self.files),
+            "files_changed": len(self.changed),
+            "files_with_errors": len(self.errors),
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "files": [
+                f.as_dict() for f in self.files if f.findings or f.error or f.status == "changed"
+            ],
+        }
+
+
+@cache
+def compiled_kb(target: str = kb_module.DEFAULT_TARGET, version: str | None = None) -> CompiledKB:
+    knowledge = kb_module.default()
+    rules = knowledge.select(target, Version(version) if version else None)
+    return CompiledKB(knowledge, rules)
+
+
+def parse_target(text: str) -> tuple[str, str | None]:
+    """`torch_xla` or `torch_xla==2.8` -> (target, version)."""
+    name, _, version = text.partition("==")
+    name = name.strip().replace("-", "_")
+    if name not in kb_module.TARGET_VERSIONS:
+        known = ", ".join(kb_module.TARGET_VERSIONS)
+        raise ValueError(f"unknown target {text!r}; known targets: {known}")
+    if version:
+        Version(version)
+    return name, version or None
+
+
+class OutputDoesNotParse(Exception):
+    pass
+
+
+def migrate_text(
+    text: str,
+    compiled: CompiledKB,
+    path: str = "<string>",
+    black_mode: Any = None,
+) -> tuple[str, list[Finding]]:
+    """New source for `text` and what was found. Raises libcst.ParserSyntaxError on bad input
+    and OutputDoesNotParse if a rule produced code that does not parse."""
+    if not compiled.may_match(text):
+        return text, []
+    module = cst.parse_module(text)
+    result = transform_module(module, compiled, preferred_quote(text))
+    new = result.module.code if result.module is not module else text
+    if new == text:
+        return text, result.findings
+    new = _keep_final_newline(text, new)
+    _check_parses(new, text, result.findings, path)
+    if black_mode is not None:
+        new = format_changed(text, new, black_mode)
+        _check_parses(new, text, result.findings, path)
+    return new, result.findings
+
+
+def _keep_final_newline(old: str, new: str) -> str:
+    """libcst drops the final newline of a file with CR-only line endings; put it back."""
+    for ending in ("\r\n", "\r", "\n"):
+        if old.endswith(ending):
+            return new if new.endswith(ending) else new + ending
+    return new
+
+
+def _check_parses(new: str, old: str, findings: list[Finding], path: str) -> None:
+    """The interpreter's own parser judges the output (fast); libcst's, where the interpreter
+    here could not parse the original either (a newer Python's syntax)."""
+    try:
+        try:
+            ast.parse(new)
+        except SyntaxError:
+            try:
+                ast.parse(old)
+            except SyntaxError:
+                cst.parse_module(new)
+                return
+            raise
+    except (cst.ParserSyntaxError, SyntaxError) as exc:
+        line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or "?"
+        involved = ", ".join(
+            sorted({f"{f.rule.id} (line {f.line})" for f in findings if f.case.changes_code})
+        )
+        raise OutputDoesNotParse(
+            f"{path}: the rewrite by {involved or 'the engine'} does not parse at line {line}; "
+            "the file was left unchanged. Please report this with the file."
+        ) from None
+
+
+_PYTHON2_SIGNS = (
+    "Missing parentheses in call to 'print'",
+    "Missing parentheses in call to 'exec'",
+    "multiple exception types must be parenthesized",
+    "invalid hexadecimal literal",
+    "leading zeros in decimal integer literals",
+)
+
+
+def _parse_error(exc: cst.ParserSyntaxError, text: str) -> str:
+    """Where and why a file is not Python 3, in the interpreter's words when it has them
+    (libcst's line can be the one after the error, and its message lists expected tokens)."""
+    line, message = exc.raw_line, exc.message.splitlines()[0]
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        line, message = error.lineno or line, error.msg
+    hint = " (Python 2 syntax?)" if any(sign in message for sign in _PYTHON2_SIGNS) else ""
+    return (
+        f"line {line}: not valid Python 3{hint}: {message}; "
+        "the file was skipped. Fix its syntax or exclude it"
+    )
+
+
+def rewrite_file(
+    path: Path, root: Path, compiled: CompiledKB, write: bool
+) -> tuple[FileResult, bool]:
+    """Migrate one file. Returns its result and whether it was parsed (for the benchmark)."""
+    rel = path.relative_to(root).as_posix() if root in path.parents else path.name
+    result = FileResult(path=rel)
+    try:
+        source = read_source(path, root)
+    except SourceError as exc:
+        result.status, result.error = "error", f"{rel}: {exc}"
+        return result, False
+    parsed = compiled.may_match(source.text)
+    mode = black_mode_for(path.parent.resolve(), root.resolve()) if parsed else None
+    try:
+        new, findings = migrate_text(source.text, compiled, rel, black_mode=mode)
+    except cst.ParserSyntaxError as exc:
+        result.status, result.error = "error", f"{rel}: {_parse_error(exc, source.text)}"
+        return result, parsed
+    except OutputDoesNotParse as exc:
+        result.status, result.error = "error", str(exc)
+        return result, parsed
+    except RecursionError:
+        result.status, result.error = "error", f"{rel}: nested too deeply for the parser; skipped"
+        return result, parsed
+    except Exception as exc:  # an engine bug must cost one file, not the run
+        result.status = "error"
+        result.error = (
+            f"{rel}: internal error while migrating ({type(exc).__name__}: {exc}); "
+            "the file was left unchanged. Please report this with the file."
+        )
+        return result, parsed
+    result.findings = findings
+    if new != source.text:
+        result.status, result.before, result.after = "changed", source.text, new
+        if write:
+            write_atomically(path, new, source.encoding)
+    return result, parsed
+
+
+def run(
+    root: Path,
+    target: str = "torch_xla",
+    write: bool = False,
+    progress: Callable[[Iterable[Path], int], Iterable[Path]] | None = None,
+) -> RunResult:
+    """Rewrite (or, without `write`, only plan) every Python file under `root`."""
+    name, version = parse_target(target)
+    compiled = compiled_kb(name, version)
+    root = root.absolute()
+    files, problems = discover(root)
+    base = root if root.is_dir() else root.parent
+    run_result = RunResult(
+        root=str(root), target=target, files=[], skipped=[(_rel(p, base), r) for p, r in problems]
+    )
+    for _p, reason in problems:
+        run_result.files.append(
+            FileResult(path=_rel(_p, base), status="error", error=f"{_rel(_p, base)}: {reason}")
+        )
+    iterable: Iterable[Path] = progress(files, len(files)) if progress else files
+    for path in iterable:
+        result, parsed = rewrite_file(path, base, compiled, write)
+        run_result.parsed += parsed
+        run_result.files.append(result)
+    return run_result
+
+
+def _rel(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,175 @@
+"""The knowledge base: every file passes the schema, and every rule's examples are its tests."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytpu.engine import kb
+from pytpu.engine.rewrite import compiled_kb, migrate_text
+
+KB = kb.default()
+COMPILED = compiled_kb()
+EXAMPLES = [(rule, i, ex) for rule in KB.rules for i, ex in enumerate(rule.examples)]
+UNCHANGED = [(rule, i, text) for rule in KB.rules for i, text in enumerate(rule.unchanged)]
+
+
+@pytest.mark.parametrize(
+    ("rule", "index", "example"), EXAMPLES, ids=lambda v: getattr(v, "id", str(v))
+)
+def test_example_rewrites_as_documented(rule, index, example):
+    after, findings = migrate_text(example.before, COMPILED, example.path)
+    assert after == example.after, f"{rule.id} example {index + 1} ({rule.path})"
+    if rule.cases[0].kind != "engine":  # engine behaviours have no site of their own
+        assert rule.id in {f.rule.id for f in findings}, f"{rule.id}'s example does not exercise it"
+
+
+@pytest.mark.parametrize(
+    ("rule", "index", "example"), EXAMPLES, ids=lambda v: getattr(v, "id", str(v))
+)
+def test_example_output_is_stable(rule, index, example):
+    """Running the engine over its own output changes nothing (idempotence)."""
+    again, _ = migrate_text(example.after, COMPILED, example.path)
+    assert again == example.after
+
+
+@pytest.mark.parametrize(
+    ("rule", "index", "text"), UNCHANGED, ids=lambda v: getattr(v, "id", str(v))
+)
+def test_unchanged_examples_stay_unchanged(rule, index, text):
+    after, findings = migrate_text(text, COMPILED)
+    assert after == text
+    assert rule.id not in {f.rule.id for f in findings if f.case.changes_code}
+
+
+@pytest.mark.parametrize("path", sorted(kb.kb_dir().glob("*.yaml")), ids=lambda p: p.name)
+def test_family_file_matches_the_schema(path):
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    kb.validate_document(document, str(path))  # raises KBError naming file, rule and field
+
+
+def test_every_rule_has_examples_and_a_unique_code():
+    assert all(rule.examples for rule in KB.rules)
+    codes = [rule.diagnostic.code for rule in KB.rules]
+    assert len(codes) == len(set(codes))
+
+
+def test_every_family_the_issue_names_has_a_file():
+    families = {rule.family for rule in KB.rules}
+    assert {"imports", "device", "cuda", "rng", "checkpoint", "compile", "legacy"} <= families
+
+
+def test_catalogue_rules_are_present():
+    """The device, torch.cuda.*, RNG, checkpoint, compile and legacy-upgrade IDs of the catalogue
+    (kb_catalogue.md), minus the ones that need the execution analysis of the next issue."""
+    wanted = (
+        [f"R-DEV-{n:02d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 11, 12)]
+        + [f"R-CUDA-{n:02d}" for n in range(1, 20)]
+        + [f"R-RNG-{n:02d}" for n in range(1, 5)]
+        + [f"R-CKPT-{n:02d}" for n in range(1, 5)]
+        + ["R-COMP-01", "R-COMP-03", "R-COMP-04"]
+        + [f"U-{n:02d}" for n in range(1, 27)]
+        + [f"R-IMP-{n:02d}" for n in range(1, 6)]
+    )
+    missing = [rule_id for rule_id in wanted if KB.find(rule_id) is None]
+    assert not missing
+
+
+def test_kb_show_lookup_by_id_and_code():
+    assert KB.find("R-DEV-04") is KB.find("PYTPU104")
+    assert KB.find("pytpu104") is KB.find("R-DEV-04")
+    assert KB.find("R-NOPE-01") is None
+
+
+# --- malformed files fail with the file, the rule ID and what is wrong --------------------------
+
+
+def _copy_kb(tmp_path: Path) -> Path:
+    target = tmp_path / "kb"
+    shutil.copytree(kb.kb_dir(), target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def _edit_rule(directory: Path, family_file: str, rule_id: str, **changes) -> None:
+    path = directory / family_file
+    document = yaml.safe_load(path.read_text())
+    rule = next(r for r in document["rules"] if r["id"] == rule_id)
+    for key, value in changes.items():
+        if value is None:
+            rule.pop(key)
+        else:
+            rule[key] = value
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_schema_error_names_file_rule_and_field(tmp_path):
+    directory = _copy_kb(tmp_path)
+    _edit_rule(directory, "device.yaml", "R-DEV-04", applicability="sometimes")
+    with pytest.raises(kb.KBError) as info:
+        kb.load(directory)
+    message = str(info.value)
+    assert "device.yaml" in message and "R-DEV-04" in message and "applicability" in message
+
+
+def test_missing_examples_is_an_error(tmp_path):
+    directory = _copy_kb(tmp_path)
+    _edit_rule(directory, "cuda.yaml", "R-CUDA-08", examples=None)
+    with pytest.raises(kb.KBError, match=r"cuda\.yaml: rule R-CUDA-08: .*examples"):
+        kb.load(directory)
+
+
+def test_template_using_an_unbound_wildcard_is_an_error(tmp_path):
+    directory = _copy_kb(tmp_path)
+    _edit_rule(directory, "rng.yaml", "R-RNG-01", replace="torch_xla.manual_seed($other)")
+    with pytest.raises(kb.KBError, match=r"R-RNG-01: replace uses \$other"):
+        kb.load(directory)
+
+
+def test_pattern_that_does_not_parse_is_an_error(tmp_path):
+    directory = _copy_kb(tmp_path)
+    _edit_rule(directory, "cuda.yaml", "R-CUDA-06", match="torch.cuda.is_bf16_supported(")
+    with pytest.raises(kb.KBError, match=r"R-CUDA-06: match: does not parse"):
+        kb.load(directory)
+
+
+def test_duplicate_code_is_an_error(tmp_path):
+    directory = _copy_kb(tmp_path)
+    rule = yaml.safe_load((directory / "device.yaml").read_text())["rules"][0]
+    _edit_rule(directory, "cuda.yaml", "R-CUDA-08", diagnostic={**rule["diagnostic"]})
+    with pytest.raises(kb.KBError, match=r"diagnostic code PYTPU101 is already used by"):
+        kb.load(directory)
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    directory = _copy_kb(tmp_path)
+    (directory / "rng.yaml").write_text("family: rng\nrules: [\n  - id: x\n")
+    with pytest.raises(kb.KBError, match=r"rng\.yaml: not valid YAML \(line \d+\)"):
+        kb.load(directory)
+
+
+def test_version_range_selects_rules():
+    """Rules whose replacement needs a newer torch_xla are not applied for an older target."""
+    from packaging.version import Version
+
+    old = {rule.id for rule in KB.select("torch_xla", Version("2.4"))}
+    assert "R-CUDA-07" not in old  # torch_xla.sync(wait=) is 2.5+
+    assert "R-DEV-04" in old
+    assert "R-CUDA-07" in {rule.id for rule in KB.select("torch_xla", Version("2.9"))}
+
+
+def test_target_version_changes_the_output():
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        torch.cuda.synchronize()
+        """
+    )
+    new, _ = migrate_text(source, compiled_kb("torch_xla", "2.9"))
+    old, _ = migrate_text(source, compiled_kb("torch_xla", "2.4"))
+    assert "torch_xla.sync(wait=True)" in new
+    assert "torch_xla.sync" not in old
