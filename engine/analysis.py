@@ -8,6 +8,7 @@ rewrite pass carries out, and the path to it, so that pass only walks where ther
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,8 @@ from pytpu.engine.kb import Case
 
 # Fields whose names are not uses of a name: `x.attr`, `f(keyword=...)`.
 _NOT_USES = frozenset({"attr", "keyword"})
+# Nodes that open a scope for the names bound inside them.
+_SCOPES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
 @dataclass
@@ -43,9 +46,10 @@ class Analysis:
         self.statement_values: set[int] = set()  # expressions that are whole statements
         self.path: list[cst.CSTNode] = []
         self.rank_guards: list[bool] = []  # for each enclosing `if`: is its test about the rank?
-        self.depth = 0  # function nesting: imports inside functions are not module bindings
+        self._handlers = self._handler_table()
         self.namespace_aliases: set[str] = set()  # local names bound to a CUDA-only namespace
         self.top_index = 0  # index of the top-level statement being walked
+        self.scope: tuple[int, ...] = ()  # enclosing functions, lambdas and classes
         # index of the first top-level statement with a plan (other than an import's own)
         self.first_site: int | None = None
 
@@ -58,69 +62,87 @@ class Analysis:
         return self
 
     def _visit(self, node: cst.CSTNode) -> None:
-        if not self._enter(node):
-            return
-        self.path.append(node)
-        for name, child in _children(node):
-            if name in _NOT_USES:
-                continue
-            self._visit(child)
-        self.path.pop()
-        if isinstance(node, cst.If):
-            self.rank_guards.pop()
-        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            self.depth -= 1
-
-    # --- bookkeeping -------------------------------------------------------------------------
-
-    def _enter(self, node: cst.CSTNode) -> bool:
-        """Record what the node tells about names and devices, then match it. False: skip its
-        children (imports are handled whole)."""
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        # Types are compared with `is`: libcst's node classes are ABCs, and isinstance on them
+        # is the slowest thing a walk over every node can do.
+        kind = type(node)
+        if kind is cst.Import or kind is cst.ImportFrom:
             self._record_import(node)
             self._match_import(node)
-            return False
-        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            self.depth += 1
-            if isinstance(node, cst.FunctionDef):
-                self._bind(node.name, module_level=self.depth == 1)
-        elif isinstance(node, cst.ClassDef):
-            self._bind(node.name, module_level=self.depth == 0)
-        elif isinstance(node, cst.Call):
-            self._mark_call_positions(node)
-        elif isinstance(node, cst.Assign):
-            for target in node.targets:
-                self._mark_assignment(target.target, node.value)
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            self._bind(node.target, module_level=self.depth == 0)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            self._bind(node.target, module_level=False)
-        elif isinstance(node, cst.AsName):
-            self._bind(node.name, module_level=False)
-        elif isinstance(node, cst.NamedExpr):
-            self._bind(node.target, module_level=False)
-        elif isinstance(node, cst.Param):
-            self._bind(node.name, module_level=False)
-            if node.default is not None and self.positions.is_device_name(node.name.value):
-                self._mark_device(node.default)
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
-            for item in node.names:
-                self._bind(item.name, module_level=False)
-        elif isinstance(node, cst.DictElement):
-            key = node.key
-            if isinstance(key, cst.SimpleString) and self.positions.is_device_name(
-                str(key.evaluated_value)
-            ):
-                self._mark_device(node.value)
-        elif isinstance(node, cst.Name):
-            self.imports.uses[node.value] += 1
-        elif isinstance(node, cst.Expr):
-            self.statement_values.add(id(node.value))
-        elif isinstance(node, cst.If):
-            self.rank_guards.append(self.compiled.rank_guards.is_guard(node.test, self.resolver))
+            return  # handled whole
+        handler = self._handlers.get(kind)
+        if handler is not None:
+            handler(node)
         if id(node) not in self.claimed:
-            self._match(node)
-        return True
+            self._match(node, kind)
+        self.path.append(node)
+        opens_scope = kind in _SCOPES
+        if opens_scope:
+            self._set_scope((*self.scope, id(node)))
+        for name, child in _children(node):
+            if name not in _NOT_USES:
+                self._visit(child)
+        if opens_scope:
+            self._set_scope(self.scope[:-1])
+        self.path.pop()
+        if kind is cst.If:
+            self.rank_guards.pop()
+
+    def _set_scope(self, scope: tuple[int, ...]) -> None:
+        self.scope = scope
+        if hasattr(self.resolver, "scope"):
+            self.resolver.scope = scope
+
+    # --- bookkeeping: what each kind of node tells about names and devices -------------------
+
+    def _handler_table(self) -> dict[type, Callable[[Any], None]]:
+        return {
+            cst.FunctionDef: lambda n: self._bind(n.name),
+            cst.ClassDef: lambda n: self._bind(n.name),
+            cst.Call: self._mark_call_positions,
+            cst.Assign: self._on_assign,
+            cst.AnnAssign: lambda n: self._bind(n.target),
+            cst.AugAssign: lambda n: self._bind(n.target),
+            cst.For: lambda n: self._bind(n.target),
+            cst.CompFor: lambda n: self._bind(n.target),
+            cst.AsName: lambda n: self._bind(n.name),
+            cst.NamedExpr: lambda n: self._bind(n.target),
+            cst.Param: self._on_param,
+            cst.Global: self._on_global,
+            cst.Nonlocal: self._on_global,
+            cst.DictElement: self._on_dict_element,
+            cst.Name: self._on_name,
+            cst.Expr: self._on_expr,
+            cst.If: self._on_if,
+        }
+
+    def _on_assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._mark_assignment(target.target, node.value)
+
+    def _on_param(self, node: cst.Param) -> None:
+        self._bind(node.name)
+        if node.default is not None and self.positions.is_device_name(node.name.value):
+            self._mark_device(node.default)
+
+    def _on_global(self, node: cst.Global | cst.Nonlocal) -> None:
+        for item in node.names:
+            self._bind(item.name, scope=())  # it binds the outer name
+
+    def _on_dict_element(self, node: cst.DictElement) -> None:
+        key = node.key
+        if type(key) is cst.SimpleString and self.positions.is_device_name(
+            str(key.evaluated_value)
+        ):
+            self._mark_device(node.value)
+
+    def _on_name(self, node: cst.Name) -> None:
+        self.imports.uses[node.value] += 1
+
+    def _on_expr(self, node: cst.Expr) -> None:
+        self.statement_values.add(id(node.value))
+
+    def _on_if(self, node: cst.If) -> None:
+        self.rank_guards.append(self.compiled.rank_guards.is_guard(node.test, self.resolver))
 
     def _record_import(self, node: cst.Import | cst.ImportFrom) -> None:
         if len(self.path) == 2 and isinstance(self.path[1], cst.SimpleStatementLine):
@@ -135,12 +157,12 @@ class Analysis:
                 # `import torch.cuda as tc`: `tc.x` belongs to a CUDA namespace
                 self.namespace_aliases.add(local)
 
-    def _bind(self, target: cst.CSTNode, module_level: bool) -> None:
+    def _bind(self, target: cst.CSTNode, scope: tuple[int, ...] | None = None) -> None:
         """A name bound other than by an import (for the resolver and the alias check)."""
         record = getattr(self.resolver, "record_binding", None)
         for name in _target_names(target):
             if record is not None:
-                record(name)
+                record(name, self.scope if scope is None else scope)
             # Any binding, even a parameter, makes the name unusable as a new import alias.
             self.imports.bind_name(name)
 
@@ -188,15 +210,15 @@ class Analysis:
             target
         ):
             self._mark_device(value)
-        self._bind(target, module_level=self.depth == 0)
+        self._bind(target)
 
     # --- matching ----------------------------------------------------------------------------
 
-    def _match(self, node: cst.CSTNode) -> None:
+    def _match(self, node: cst.CSTNode, kind: type) -> None:
         key = patterns.index_key(node)
         if key is not None:
-            candidates = self.compiled.index.get((type(node), key))
-            if candidates is None and isinstance(node, (cst.Call, cst.Name)):
+            candidates = self.compiled.index.get((kind, key))
+            if candidates is None and (kind is cst.Call or kind is cst.Name):
                 candidates = self._aliased_candidates(node, key)
             for case, pattern in candidates or ():
                 bindings = patterns.Bindings()
@@ -209,14 +231,14 @@ class Analysis:
             if devices.cuda_device_kind(node) is not None:
                 self._plan(node, self.compiled.device_case, patterns.Bindings(covered=[node]))
                 return
-        if isinstance(node, cst.Comparison) and self._match_device_comparison(node):
+        if kind is cst.Comparison and self._match_device_comparison(node):
             return
-        if isinstance(node, cst.Attribute) and self.compiled.module_cases:
+        if kind is cst.Attribute and self.compiled.module_cases:
             if self._match_module_ref(node):
                 return
-        if isinstance(node, (cst.Attribute, cst.Name)) and self.compiled.namespace_cases:
+        if (kind is cst.Attribute or kind is cst.Name) and self.compiled.namespace_cases:
             self._match_namespace(node)
-        elif isinstance(node, cst.Assign) and self.compiled.env_cases:
+        elif kind is cst.Assign and self.compiled.env_cases:
             self._match_env(node)
 
     def _aliased_candidates(self, node: cst.CSTNode, key: str) -> list[tuple[Case, cst.CSTNode]]:

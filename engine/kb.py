@@ -101,6 +101,8 @@ class KnowledgeBase:
     device_positions: dict[str, list[str]]
     rank_guards: dict[str, list[str]]
     files: list[str]
+    # family -> its file's top-level entries other than the rules (title, description, settings)
+    families: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_id = {r.id: r for r in self.rules}
@@ -244,15 +246,6 @@ def _check_wildcards(rule: Rule, case: Case) -> None:
             )
 
 
-def _name_words(case: Case) -> frozenset[str]:
-    """Words a file must contain for a non-pattern case to possibly match there."""
-    if case.kind == "device_string":
-        return frozenset({"cuda"})
-    return frozenset(
-        part for name in case.names for part in name.replace("*", "").split(".") if part
-    )
-
-
 def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
     try:
         versions = SpecifierSet(raw["versions"]["torch_xla"])
@@ -287,13 +280,6 @@ def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
     return rule
 
 
-def pattern_alternatives(case: Case) -> list[frozenset[str]]:
-    """For the pre-filter: each pattern's words (a file must contain all words of one of them)."""
-    if case.kind == "pattern":
-        return [frozenset(patterns.node_names(p)) for p in case.patterns]
-    return [_name_words(case)]
-
-
 def load(directory: Path | None = None) -> KnowledgeBase:
     directory = directory or kb_dir()
     rules: list[Rule] = []
@@ -303,11 +289,13 @@ def load(directory: Path | None = None) -> KnowledgeBase:
     files = sorted(p for p in directory.glob("*.yaml"))
     if not files:
         raise KBError(str(directory), None, "no *.yaml rule files found")
+    families: dict[str, dict[str, Any]] = {}
     seen_ids: dict[str, str] = {}
     seen_codes: dict[str, str] = {}
     for path in files:
         document = load_file(path)
         rel = f"kb/{path.name}"
+        families[document["family"]] = {k: v for k, v in document.items() if k != "rules"}
         if "modules" in document:
             modules.update(document["modules"])
         if "device_positions" in document:
@@ -331,6 +319,7 @@ def load(directory: Path | None = None) -> KnowledgeBase:
         device_positions=device_positions,
         rank_guards=rank_guards,
         files=[f"kb/{p.name}" for p in files],
+        families=families,
     )
 
 

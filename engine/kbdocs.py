@@ -53,13 +53,10 @@ def anchor(code: str) -> str:
     return code.lower()
 
 
-def families(knowledge: KnowledgeBase, directory: Path | None = None) -> dict[str, Family]:
-    """Family titles, descriptions and settings, which the loaded KB does not keep as such."""
-    directory = directory or kb_module.kb_dir()
+def families(knowledge: KnowledgeBase) -> dict[str, Family]:
+    """Family titles, descriptions and settings, as the KB's files give them."""
     out: dict[str, Family] = {}
-    for rel in knowledge.files:
-        document = kb_module.load_file(directory / Path(rel).name)
-        name = document["family"]
+    for name, document in knowledge.families.items():
         settings = {k: v for k, v in document.items() if k not in FAMILY_KEYS}
         description = _text(document.get("description", ""))
         out[name] = Family(name, document["title"], description, settings)
@@ -302,10 +299,10 @@ def _family_settings(family: Family) -> list[str]:
     return lines
 
 
-def render(knowledge: KnowledgeBase | None = None, directory: Path | None = None) -> str:
-    """The whole page. `directory` is where the KB's YAML files are (default: the installed KB)."""
+def render(knowledge: KnowledgeBase | None = None) -> str:
+    """The whole page, for `knowledge` (default: the installed KB)."""
     knowledge = knowledge or kb_module.default()
-    info = families(knowledge, directory)
+    info = families(knowledge)
     ordered = _ordered(knowledge)
     lines = [GENERATED_MARK, "", "# PyTPU knowledge base", ""]
     lines += [

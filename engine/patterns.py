@@ -19,6 +19,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -86,10 +87,10 @@ def rest_name(arg: cst.Arg) -> str | None:
 def dotted_name(node: cst.CSTNode) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -112,30 +113,30 @@ def is_qualified_pattern(node: cst.CSTNode) -> bool:
 
 
 def index_key(node: cst.CSTNode) -> str | None:
-    """The name a node is dispatched on: the last component of its callee/target."""
-    if isinstance(node, cst.Call):
-        return index_key(node.func)
-    if isinstance(node, cst.Attribute):
+    """The name a node is dispatched on: the last component of its callee/target.
+    (Called for every node of every file: types are compared with `is`, not isinstance,
+    which is slow on libcst's ABC-based node classes.)"""
+    kind = type(node)
+    if kind is cst.Name:
+        return None if node.value.startswith(WILDCARD_PREFIX) else node.value
+    if kind is cst.Attribute:
         return node.attr.value
-    if isinstance(node, cst.Name):
-        return None if wildcard_name(node) else node.value
-    if isinstance(node, cst.Assign):
-        return index_key(node.targets[0].target)
-    if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-        return index_key(node.target)
-    if isinstance(node, cst.Subscript):
-        return index_key(node.value)
-    if isinstance(node, cst.Expr):
-        return index_key(node.value)
-    if isinstance(node, cst.With):
-        return index_key(node.items[0].item)
-    if isinstance(node, cst.IfExp):
-        return index_key(node.test)
-    if isinstance(node, cst.Decorator):
-        return index_key(node.decorator)
-    if isinstance(node, cst.Comparison):
-        return index_key(node.left)
-    return None
+    step = _KEY_STEPS.get(kind)
+    return index_key(step(node)) if step is not None else None
+
+
+_KEY_STEPS: dict[type, Callable[[Any], cst.CSTNode]] = {
+    cst.Call: lambda n: n.func,
+    cst.Assign: lambda n: n.targets[0].target,
+    cst.AugAssign: lambda n: n.target,
+    cst.AnnAssign: lambda n: n.target,
+    cst.Subscript: lambda n: n.value,
+    cst.Expr: lambda n: n.value,
+    cst.With: lambda n: n.items[0].item,
+    cst.IfExp: lambda n: n.test,
+    cst.Decorator: lambda n: n.decorator,
+    cst.Comparison: lambda n: n.left,
+}
 
 
 # Fields that hold only layout (whitespace, punctuation, comments): never worth walking into.

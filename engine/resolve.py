@@ -18,6 +18,7 @@ from pytpu.engine import patterns
 
 _BUILTINS = frozenset(dir(builtins))
 MODULE_ROOTS = ("torch", "torch_xla")
+Scope = tuple[int, ...]
 
 
 class ImportTableResolver(patterns.Resolver):
@@ -26,24 +27,28 @@ class ImportTableResolver(patterns.Resolver):
     def __init__(self, pattern_roots: frozenset[str]) -> None:
         self.pattern_roots = pattern_roots  # names that patterns start with (torch, os, ...)
         self.imports: dict[str, set[str]] = {}  # local name -> import paths it is bound to
-        self.other_bindings: set[str] = set()  # names bound by assignment, def, parameter, ...
-        self.relied_on: set[str] = set()
+        # name -> the scopes (paths of enclosing function/class nodes) where it is bound by an
+        # assignment, a parameter, a definition ...
+        self.other_bindings: dict[str, set[Scope]] = {}
+        self.relied_on: set[tuple[str, Scope]] = set()  # (name, scope of the use)
+        self.scope: Scope = ()  # set by the walker: where the current node is
 
     def record_import(self, local: str, path: str) -> None:
         self.imports.setdefault(local, set()).add(path)
 
-    def record_binding(self, name: str) -> None:
-        self.other_bindings.add(name)
+    def record_binding(self, name: str, scope: Scope) -> None:
+        self.other_bindings.setdefault(name, set()).add(scope)
 
     def consistent(self) -> bool:
-        """True when every name an answer relied on has one import binding and no other, or
-        none at all."""
-        for name in self.relied_on:
+        """True when every name an answer relied on has at most one import binding and no
+        other binding in a scope that encloses the use."""
+        for name, use in self.relied_on:
             paths = self.imports.get(name, set())
-            if len(paths) > 1 or (paths and name in self.other_bindings):
+            if len(paths) > 1:
                 return False
-            if not paths and name in self.other_bindings and name in self.pattern_roots:
-                return False  # e.g. a parameter called `torch`: the literal reading is wrong
+            shadowed = any(use[: len(b)] == b for b in self.other_bindings.get(name, ()))
+            if shadowed and (paths or name in self.pattern_roots):
+                return False  # e.g. `torch = None`, or a parameter called `torch`
         return True
 
     def _path(self, node: cst.CSTNode) -> tuple[str, str | None] | None:
@@ -51,7 +56,7 @@ class ImportTableResolver(patterns.Resolver):
         if dotted is None:
             return None
         root, _, rest = dotted.partition(".")
-        self.relied_on.add(root)
+        self.relied_on.add((root, self.scope))
         paths = self.imports.get(root)
         if not paths:
             return dotted, None
