@@ -9,16 +9,18 @@ rewrite pass carries out, and the path to it, so that pass only walks where ther
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 
 from pytpu.engine import devices, patterns
 from pytpu.engine.compiled import CompiledKB
+from pytpu.engine.dataflow import DeviceVariables, OptimizerOrder, parameters_receiver
 from pytpu.engine.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding, short_code
 from pytpu.engine.imports import ImportTracker, bound_paths
 from pytpu.engine.kb import Case
+from pytpu.engine.loops import LoopAnalyzer, LoopPlan
 
 # Fields whose names are not uses of a name: `x.attr`, `f(keyword=...)`.
 _NOT_USES = frozenset({"attr", "keyword"})
@@ -31,6 +33,8 @@ class Plan:
     case: Case
     bindings: patterns.Bindings
     finding: Finding
+    loop: LoopPlan | None = None  # for the barrier rules: where the barrier goes
+    flags: list[Finding] = field(default_factory=list)  # display-only findings at the same node
 
 
 class Analysis:
@@ -52,14 +56,45 @@ class Analysis:
         self.scope: tuple[int, ...] = ()  # enclosing functions, lambdas and classes
         # index of the first top-level statement with a plan (other than an import's own)
         self.first_site: int | None = None
+        # "S" for each enclosing training or evaluation loop, "T" for each enclosing `if` that
+        # throttles (`if step % 10 == 0:`): the contexts of host-sync diagnostics
+        self.contexts: list[str] = []
+        self.training: list[bool] = []  # for each enclosing loop: does it train?
+        self.host_nodes: set[int] = set()  # load locations (`map_location=`)
+        self.device_variables = DeviceVariables()
+        self.optimizer_order = OptimizerOrder()
+        self.setups: list[tuple[Finding, Case]] = []  # statements for the top of the module
+        self.order = 0  # a counter that orders events in the walk
+        self.launches = False  # the module starts processes (mp.spawn, torch_xla.launch)
+        self.loops: LoopAnalyzer | None = None
+        self.device_aware = True
+        self.module: cst.Module | None = None
 
-    def run(self, module: cst.Module) -> Analysis:
+    def run(self, module: cst.Module, text: str = "") -> Analysis:
+        self.module = module
+        self.loops = LoopAnalyzer(self.compiled.loop_settings, module, self.resolver)
+        # barriers only matter where something runs on a device
+        self.device_aware = not text or any(w in text for w in ("cuda", "xla", ".to(", "device="))
+        self.launches = self._launches(module, text)
         self.path.append(module)
         for index, statement in enumerate(module.body):
             self.top_index = index
             self._visit(statement)
         self.path.pop()
+        self._decide_after_walk()
         return self
+
+    def _launches(self, module: cst.Module, text: str) -> bool:
+        """Whether the module calls a process launcher (its name appears in the text first)."""
+        launchers = self.compiled.launchers
+        words = {q.rsplit(".", 1)[-1] for q in launchers}
+        if text and not any(w in text for w in words):
+            return False
+        for node in patterns.walk(module):
+            if type(node) is cst.Call and patterns.dotted_name(node.func):
+                if patterns.dotted_name(node.func).rsplit(".", 1)[-1] in words:
+                    return True
+        return False
 
     def _visit(self, node: cst.CSTNode) -> None:
         # Types are compared with `is`: libcst's node classes are ABCs, and isinstance on them
@@ -69,11 +104,16 @@ class Analysis:
             self._record_import(node)
             self._match_import(node)
             return  # handled whole
+        contexts = len(self.contexts)  # what this node opens is closed when it is left
         handler = self._handlers.get(kind)
         if handler is not None:
             handler(node)
         if id(node) not in self.claimed:
             self._match(node, kind)
+        self.order += 1
+        loop = kind is cst.For or kind is cst.While
+        if loop:
+            self._enter_loop(node)
         self.path.append(node)
         opens_scope = kind in _SCOPES
         if opens_scope:
@@ -84,8 +124,29 @@ class Analysis:
         if opens_scope:
             self._set_scope(self.scope[:-1])
         self.path.pop()
+        del self.contexts[contexts:]
+        if loop:
+            self.training.pop()
         if kind is cst.If:
             self.rank_guards.pop()
+
+    def _enter_loop(self, node: cst.For | cst.While) -> None:
+        """Plan the loop's step barrier, and open its context for the host-sync rules."""
+        assert self.loops is not None
+        plan, role = self.loops.plan(node, inside_training=any(self.training))
+        self.training.append(role == "train")
+        if role:
+            self.contexts.append("S")
+        if plan is None or not self.device_aware:
+            return
+        kind = "device_loader" if plan.loader is not None else f"{plan.kind}_barrier"
+        case = self.compiled.engine_cases.get(kind)
+        if case is None:
+            return
+        self._plan(node, case, patterns.Bindings(), loop=plan)
+        if plan.after is not None:
+            # the rewrite pass must reach the body and the statement the barrier follows
+            self.on_path.update((id(node.body), id(plan.after)))
 
     def _set_scope(self, scope: tuple[int, ...]) -> None:
         self.scope = scope
@@ -118,6 +179,28 @@ class Analysis:
     def _on_assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._mark_assignment(target.target, node.value)
+            if self.loops is not None:
+                self.loops.note_assignment(target.target, node.value)
+        if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+            return
+        name = node.targets[0].target.value
+        if devices.cuda_device_kind(node.value) is not None and not self.positions.is_device_name(
+            name
+        ):
+            self.device_variables.assigned(name, node.value, [*self.path, node])
+        if not self.scope and hasattr(self.resolver, "record_value_alias"):
+            alias = self._cuda_alias(node.value)
+            if alias is not None:
+                self.resolver.record_value_alias(name, alias)
+
+    def _cuda_alias(self, value: cst.CSTNode) -> str | None:
+        """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the CUDA name it may hold."""
+        for candidate in devices.device_subexpressions(value):
+            if type(candidate) in (cst.Attribute, cst.Name):
+                for name in self.resolver.qualified_names(candidate):
+                    if name.startswith("torch.cuda."):
+                        return name
+        return None
 
     def _on_param(self, node: cst.Param) -> None:
         self._bind(node.name)
@@ -137,12 +220,21 @@ class Analysis:
 
     def _on_name(self, node: cst.Name) -> None:
         self.imports.uses[node.value] += 1
+        if id(node) in self.device_nodes:
+            self.device_variables.device_uses.add(node.value)
+        elif id(node) in self.host_nodes:
+            self.device_variables.host_uses.add(node.value)
 
     def _on_expr(self, node: cst.Expr) -> None:
         self.statement_values.add(id(node.value))
 
     def _on_if(self, node: cst.If) -> None:
         self.rank_guards.append(self.compiled.rank_guards.is_guard(node.test, self.resolver))
+        if any(
+            type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo
+            for n in patterns.walk(node.test)
+        ):
+            self.contexts.append("T")  # `if step % log_every == 0:` throttles what it holds
 
     def _record_import(self, node: cst.Import | cst.ImportFrom) -> None:
         if len(self.path) == 2 and isinstance(self.path[1], cst.SimpleStatementLine):
@@ -172,18 +264,24 @@ class Analysis:
 
     def _mark_call_positions(self, node: cst.Call) -> None:
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in self.positions.keywords:
-                self._mark_device(arg.value)
+            if arg.keyword is not None:
+                if arg.keyword.value in self.positions.keywords:
+                    self._mark_device(arg.value)
+                elif arg.keyword.value in self.positions.host_keywords:
+                    self._mark_host(arg.value)
         first = next((a for a in node.args if a.keyword is None and not a.star), None)
+        func = node.func
+        if type(func) is cst.Attribute and func.attr.value in ("to", "cuda"):
+            self._note_move(func.value)
         if first is None:
             return
-        func = node.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             method = func.attr.value
             if method in self.positions.first_argument_of_methods or (
                 method == "startswith" and self.positions.is_device_valued(func.value)
             ):
                 self._mark_device(first.value)
+                self._match_device_index(node, first)
                 return
             if method == "add_argument":
                 self._mark_argparse_default(node, first.value)
@@ -191,9 +289,41 @@ class Analysis:
         name = patterns.dotted_name(func)
         if name is None:
             return
-        if name.rsplit(".", 1)[-1] in self.positions.first_argument_names:
+        last = name.rsplit(".", 1)[-1]
+        if last in self.positions.first_argument_names:
             if self.resolver.qualified_names(func) & self.positions.first_argument_of:
                 self._mark_device(first.value)
+        if last[:1].isupper():  # a class: maybe an optimizer
+            self._note_optimizer(node, first.value)
+
+    def _mark_host(self, node: cst.CSTNode) -> None:
+        for sub in devices.device_subexpressions(node):
+            self.host_nodes.add(id(sub))
+
+    def _match_device_index(self, call: cst.Call, argument: cst.Arg) -> None:
+        """`.to(rank)`, `.to(self.gpu_id)`: an integer that named a CUDA device."""
+        case = self.compiled.device_index_case
+        node = argument.value
+        name = patterns.dotted_name(node)
+        if case is None or name is None or id(node) in self.claimed:
+            return
+        if self.positions.is_index_name(name.rsplit(".", 1)[-1]):
+            # (planned from the call, before the walk reaches the argument: the path to it)
+            path = [*(id(n) for n in self.path), id(call), id(argument)]
+            self._plan(node, case, patterns.Bindings(covered=list(patterns.walk(node))), path=path)
+
+    def _note_move(self, receiver: cst.CSTNode) -> None:
+        name = patterns.dotted_name(receiver)
+        if name is not None:
+            self.optimizer_order.moves.append((name.rsplit(".", 1)[-1], self.scope, self.order))
+
+    def _note_optimizer(self, node: cst.Call, first: cst.CSTNode) -> None:
+        qualified = self.resolver.qualified_names(node.func)
+        if not any(q.startswith("torch.optim.") and ".lr_scheduler." not in q for q in qualified):
+            return
+        module = parameters_receiver(first)
+        if module is not None:
+            self.optimizer_order.optimizers.append((module, self.scope, self.order, node))
 
     def _mark_argparse_default(self, node: cst.Call, flag: cst.BaseExpression) -> None:
         """`parser.add_argument('--device', default='cuda')`: the default names a device."""
@@ -220,16 +350,41 @@ class Analysis:
             candidates = self.compiled.index.get((kind, key))
             if candidates is None and (kind is cst.Call or kind is cst.Name):
                 candidates = self._aliased_candidates(node, key)
+            if kind is cst.Assign:
+                value_key = patterns.index_key(node.value)
+                by_value = self.compiled.index.get((kind, f"={value_key}")) if value_key else None
+                if by_value:
+                    candidates = [*(candidates or ()), *by_value]
+            flags: list[tuple[Case, patterns.Bindings]] = []
+            chosen: tuple[Case, patterns.Bindings] | None = None
             for case, pattern in candidates or ():
+                if chosen is not None and case.changes_code:
+                    continue  # one rewrite per node; flags of other rules may join it
+                if any(case.rule is c.rule for c, _ in [*flags, *([chosen] if chosen else [])]):
+                    continue  # within a rule, the first case that matches decides
                 bindings = patterns.Bindings()
                 if patterns.match(pattern, node, self.resolver, bindings) and self._where(
                     case, bindings
                 ):
-                    self._plan(node, case, bindings)
-                    return
+                    if case.changes_code:
+                        chosen = (case, bindings)
+                    else:
+                        flags.append((case, bindings))
+            if chosen is None and flags:
+                chosen = flags.pop(0)
+            if chosen is not None:
+                self._plan(node, *chosen)
+                plan = self.plans.get(id(node))
+                if plan is not None:  # (a setup plan has none)
+                    plan.flags = [_finding(c, node) for c, _ in flags]
+                return
         if id(node) in self.device_nodes and self.compiled.device_case is not None:
             if devices.cuda_device_kind(node) is not None:
                 self._plan(node, self.compiled.device_case, patterns.Bindings(covered=[node]))
+                return
+        if id(node) in self.host_nodes and self.compiled.host_case is not None:
+            if devices.cuda_device_kind(node) is not None:
+                self._plan(node, self.compiled.host_case, patterns.Bindings(covered=[node]))
                 return
         if kind is cst.Comparison and self._match_device_comparison(node):
             return
@@ -244,14 +399,17 @@ class Analysis:
     def _aliased_candidates(self, node: cst.CSTNode, key: str) -> list[tuple[Case, cst.CSTNode]]:
         """`from torch.cuda import synchronize as sync; sync()`: dispatch on the imported name."""
         func = node.func if isinstance(node, cst.Call) else node
-        original = self.imports.imported_as.get(key) if isinstance(func, cst.Name) else None
+        if type(func) is not cst.Name:
+            return []
+        original = self.imports.imported_as.get(key)
+        if original is None:  # `Tensor = torch.cuda.FloatTensor ...; Tensor(2, 3)`
+            alias = getattr(self.resolver, "value_aliases", {}).get(key)
+            original = alias.rsplit(".", 1)[-1] if alias else None
         return self.compiled.index.get((type(node), original), []) if original else []
 
     def _where(self, case: Case, bindings: patterns.Bindings) -> bool:
-        if case.context is not None:
-            guarded = any(self.rank_guards)
-            if guarded != (case.context == "rank_guarded"):
-                return False
+        if case.context is not None and not self._in_context(case.context):
+            return False
         for name, constraint in case.where.items():
             if name in bindings.rests:
                 if not _rest_satisfies(bindings.rests[name], constraint):
@@ -262,13 +420,35 @@ class Analysis:
                 return False
         return True
 
-    def _plan(self, node: cst.CSTNode, case: Case, bindings: patterns.Bindings) -> None:
-        kind = _kind(case, node)
-        finding = Finding(rule=case.rule, case=case, kind=kind, snippet=short_code(node), node=node)
-        self.plans[id(node)] = Plan(case, bindings, finding)
+    def _in_context(self, context: str) -> bool:
+        if context in ("rank_guarded", "not_rank_guarded"):
+            return any(self.rank_guards) == (context == "rank_guarded")
+        if context == "in_step":
+            return "S" in self.contexts
+        if context == "step_unthrottled":
+            # in a step, and no throttling `if` between the innermost loop and here
+            return "S" in self.contexts and "T" not in self.contexts[_last(self.contexts, "S") :]
+        if context == "pre_launch":
+            return self.launches and not self.scope
+        return False
+
+    def _plan(
+        self,
+        node: cst.CSTNode,
+        case: Case,
+        bindings: patterns.Bindings,
+        loop: LoopPlan | None = None,
+        path: list[int] | None = None,
+    ) -> None:
+        finding = _finding(case, node)
+        if isinstance(case.action, dict) and "setup" in case.action:
+            # a statement for the top of the module: nothing changes at the site itself
+            self._plan_setup(finding, case)
+            return
+        self.plans[id(node)] = Plan(case, bindings, finding, loop)
         if self.first_site is None and not isinstance(node, (cst.Import, cst.ImportFrom)):
             self.first_site = self.top_index
-        self.on_path.update(id(n) for n in self.path)
+        self.on_path.update(path if path is not None else (id(n) for n in self.path))
         self.on_path.add(id(node))
         self.claimed.update(id(n) for n in bindings.covered)
         self.claimed.add(id(node))
@@ -290,6 +470,26 @@ class Analysis:
                 if name not in used:
                     for arg in args:
                         self._claim_subtree(arg)
+
+    def _plan_setup(self, finding: Finding, case: Case) -> None:
+        assert self.module is not None
+        code = case.action["setup"]
+        if any(case is c for _, c in self.setups) or _has_statement(self.module, code):
+            return
+        self.setups.append((finding, case))
+        self.on_path.add(id(self.module))
+
+    def _decide_after_walk(self) -> None:
+        """Plans that depend on the whole file: device-string variables, optimizer order."""
+        for where, node, path in self.device_variables.decisions():
+            case = self.compiled.device_case if where == "device" else self.compiled.host_case
+            if case is not None and id(node) not in self.claimed:
+                self._plan(node, case, patterns.Bindings(covered=[node]), path=path)
+        case = self.compiled.engine_cases.get("optimizer_order")
+        if case is not None:
+            for node in self.optimizer_order.hazards():
+                self._plan(node, case, patterns.Bindings())
+                break  # one statement fixes them all
 
     def _claim_subtree(self, node: cst.CSTNode) -> None:
         self.claimed.update(id(n) for n in patterns.walk(node))
@@ -395,6 +595,21 @@ def _children(node: cst.CSTNode):
             yield name, value
 
 
+def _last(items: list[str], value: str) -> int:
+    return len(items) - 1 - items[::-1].index(value)
+
+
+def _has_statement(module: cst.Module, code: str) -> bool:
+    """Whether a top-level statement of `module` is `code` (whitespace aside)."""
+    wanted = " ".join(code.split())
+    empty = cst.Module(body=[])
+    return any(
+        type(s) is cst.SimpleStatementLine
+        and " ".join(empty.code_for_node(s.with_changes(leading_lines=[])).split()) == wanted
+        for s in module.body
+    )
+
+
 def _target_names(target: cst.CSTNode) -> list[str]:
     """Names an assignment target binds: `a`, `a, (b, *c)`; not `self.x` or `d[k]`."""
     if isinstance(target, cst.Name):
@@ -404,6 +619,12 @@ def _target_names(target: cst.CSTNode) -> list[str]:
     if isinstance(target, cst.StarredElement):
         return _target_names(target.value)
     return []
+
+
+def _finding(case: Case, node: cst.CSTNode) -> Finding:
+    return Finding(
+        rule=case.rule, case=case, kind=_kind(case, node), snippet=short_code(node), node=node
+    )
 
 
 def _kind(case: Case, node: cst.CSTNode) -> str:
@@ -446,7 +667,18 @@ def _satisfies(node: cst.CSTNode, constraint: Any) -> bool:
         return isinstance(patterns.literal_value(node), str)
     if constraint == "literal":
         return patterns.is_literal(node)
+    if constraint == "not_host":  # not already `x.cpu()` / `x.to('cpu')`
+        return not _on_host(node)
     return constraint == "any"
+
+
+def _on_host(node: cst.CSTNode) -> bool:
+    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+        return False
+    method = node.func.attr.value
+    if method == "cpu":
+        return True
+    return method == "to" and any(patterns.literal_value(a.value) == "cpu" for a in node.args)
 
 
 def _rest_satisfies(args: list[cst.Arg], constraint: Any) -> bool:

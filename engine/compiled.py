@@ -10,6 +10,7 @@ import libcst as cst
 
 from pytpu.engine import devices, patterns
 from pytpu.engine.kb import Case, KnowledgeBase, Rule
+from pytpu.engine.loops import LoopSettings
 
 
 class CompiledKB:
@@ -19,8 +20,11 @@ class CompiledKB:
         self.kb = kb
         self.rules = list(rules)
         self.index: dict[tuple[type, str], list[tuple[Case, cst.CSTNode]]] = defaultdict(list)
-        self.device_case: Case | None = None
+        self.device_case: Case | None = None  # 'cuda' where a device is named
+        self.host_case: Case | None = None  # 'cuda' where a load location is named
+        self.device_index_case: Case | None = None  # `.to(rank)`
         self.device_comparison_case: Case | None = None
+        self.engine_cases: dict[str, Case] = {}  # behaviours the engine runs, by kind
         self.namespace_cases: list[Case] = []
         self.import_cases: list[Case] = []
         self.module_cases: list[Case] = []
@@ -31,6 +35,10 @@ class CompiledKB:
                 if case.kind == "pattern":
                     for pattern in case.patterns:
                         key = patterns.index_key(pattern)
+                        if key is None and type(pattern) is cst.Assign:
+                            # `$x = $x.pin_memory()`: dispatched on what is assigned
+                            value_key = patterns.index_key(pattern.value)
+                            key = f"={value_key}" if value_key else None
                         if key is None:
                             raise ValueError(f"{rule.id}: pattern has no name to dispatch on")
                         self.index[(type(pattern), key)].append((case, pattern))
@@ -43,6 +51,10 @@ class CompiledKB:
                     continue
                 if case.kind == "device_string":
                     self.device_case = case
+                elif case.kind == "host_string":
+                    self.host_case = case
+                elif case.kind == "device_index":
+                    self.device_index_case = case
                 elif case.kind == "device_comparison":
                     self.device_comparison_case = case
                 elif case.kind == "namespace":
@@ -53,8 +65,9 @@ class CompiledKB:
                     self.module_cases.append(case)
                 elif case.kind == "env":
                     self.env_cases.append(case)
-                else:
-                    continue  # "engine": behaviour built into the transformer itself
+                else:  # "engine": behaviour built into the engine itself
+                    self.engine_cases[case.names[0]] = case
+                    continue
                 alternatives.add(_words_of(case))
         for candidates in self.index.values():
             # The most specific pattern is tried first; KB order breaks ties.
@@ -72,9 +85,18 @@ class CompiledKB:
             }
         )
         self.namespace_words = frozenset(n.split(".")[-1] for n in self.namespace_roots)
+        self.positions = devices.DevicePositions.from_kb(kb.device_positions)
+        self.loop_settings = LoopSettings.from_kb(kb.loops)
+        self.launchers = frozenset(kb.loops.get("launchers", []))
+        if self.engine_cases.keys() & {"train_barrier", "eval_barrier", "device_loader"}:
+            # A loop needs a barrier when it trains or runs a model on a device.
+            for word in ("backward", "step", *kb.loops.get("model_words", [])):
+                for device in ("cuda", "xla", ".to(", "device="):
+                    alternatives.add(frozenset({word, device}))
+        if "optimizer_order" in self.engine_cases:
+            alternatives.add(frozenset({"optim", "parameters"}))
         # A file can only match if it contains every word of at least one alternative.
         self.alternatives = sorted((a for a in alternatives if a), key=len)
-        self.positions = devices.DevicePositions.from_kb(kb.device_positions)
         self.rank_guards = devices.RankGuards.from_kb(kb.rank_guards)
 
     def may_match(self, text: str) -> bool:
@@ -93,10 +115,12 @@ def _specificity(case: Case, pattern: cst.CSTNode) -> int:
 
 
 def _words_of(case: Case) -> frozenset[str]:
-    if case.kind in ("device_string", "device_comparison"):
+    if case.kind in ("device_string", "host_string", "device_comparison"):
         return frozenset({"cuda"})
     if case.kind == "env":
         return frozenset({"environ"})
+    if case.kind == "device_index":
+        return frozenset({".to("})
     return frozenset(part for name in case.names for part in name.split(".") if part)
 
 

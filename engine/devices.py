@@ -80,6 +80,8 @@ class DevicePositions:
     first_argument_of_methods: frozenset[str]
     name_patterns: tuple[str, ...]
     compared_patterns: tuple[str, ...]
+    host_keywords: frozenset[str]  # keywords that name where a checkpoint is loaded
+    index_patterns: tuple[str, ...]  # integer variables that named a CUDA device (`rank`)
 
     @classmethod
     def from_kb(cls, data: dict[str, list[str]]) -> DevicePositions:
@@ -94,15 +96,21 @@ class DevicePositions:
             ),
             name_patterns=tuple(data.get("names", [])),
             compared_patterns=tuple(data.get("compared_names", data.get("names", []))),
+            host_keywords=frozenset(data.get("host_keywords", [])),
+            index_patterns=tuple(data.get("index_names", [])),
         )
 
     def __post_init__(self) -> None:
         # One compiled expression per list: these are asked about for every assignment.
         object.__setattr__(self, "_names", _globs(self.name_patterns))
         object.__setattr__(self, "_compared", _globs(self.compared_patterns))
+        object.__setattr__(self, "_indexes", _globs(self.index_patterns))
 
     def is_device_name(self, name: str) -> bool:
         return self._names.fullmatch(name) is not None
+
+    def is_index_name(self, name: str) -> bool:
+        return self._indexes.fullmatch(name) is not None
 
     def is_device_valued(self, node: cst.CSTNode, compared: bool = False) -> bool:
         """An expression that holds a device: `device`, `self.device`, `x.device.type`, ...

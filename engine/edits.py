@@ -236,3 +236,10 @@ def dotted(path: str) -> cst.Attribute | cst.Name:
     for part in parts[1:]:
         node = cst.Attribute(value=node, attr=cst.Name(part))
     return node
+
+
+def is_import_line(statement: cst.CSTNode) -> bool:
+    """A statement line that imports something."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )

@@ -11,6 +11,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from pytpu.engine.edits import is_import_line
 from pytpu.engine.patterns import dotted_name
 
 
@@ -203,17 +204,11 @@ class ImportTracker:
         return module.with_changes(header=head.header, body=[*head.body, *module.body[cut:]])
 
 
-def _is_import_line(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and any(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
-    )
-
-
 def _import_prefix_length(module: cst.Module, cutoff: int | None) -> int:
     """How many leading statements hold the module's top-level imports above `cutoff` (at
     least its docstring, so that new imports go below it)."""
     limit = len(module.body) if cutoff is None else cutoff
-    last = max((i for i, s in enumerate(module.body[:limit]) if _is_import_line(s)), default=-1)
+    last = max((i for i, s in enumerate(module.body[:limit]) if is_import_line(s)), default=-1)
     if last >= 0:
         return last + 1
     first = module.body[0] if module.body else None
@@ -230,7 +225,7 @@ def _remove_aliases(module: cst.Module, names: set[str]) -> cst.Module:
     body: list[cst.BaseStatement] = []
     carried: list[cst.EmptyLine] = []
     for statement in module.body:
-        if not _is_import_line(statement):
+        if not is_import_line(statement):
             if carried:
                 statement = statement.with_changes(
                     leading_lines=[*carried, *statement.leading_lines]

@@ -100,6 +100,7 @@ class KnowledgeBase:
     modules: dict[str, str | None]
     device_positions: dict[str, list[str]]
     rank_guards: dict[str, list[str]]
+    loops: dict[str, Any]
     files: list[str]
     # family -> its file's top-level entries other than the rules (title, description, settings)
     families: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -200,16 +201,16 @@ def _compile_case(rule: Rule, spec: dict[str, Any]) -> Case:
             raise KBError(rule.path, rule.id, f"replace: {exc}") from None
         case.template_wildcards = frozenset(_wildcards(case.template))
     case.action = spec.get("action")
+    case.note = case.note or rule.raw.get("note")
     if case.kind == "engine":
-        return case
+        return case  # the engine decides what it does; a template or action is its data
     if applicability == "display_only":
         if case.template is not None or case.action is not None:
             raise KBError(rule.path, rule.id, "a display_only case has no 'replace' or 'action'")
     elif case.template is None and case.action is None:
         raise KBError(rule.path, rule.id, f"a {applicability} case needs 'replace' or 'action'")
-    if applicability == "safe+note" and not (case.note or rule.raw.get("note")):
+    if applicability == "safe+note" and not case.note:
         raise KBError(rule.path, rule.id, "a safe+note case needs a 'note'")
-    case.note = case.note or rule.raw.get("note")
     _check_wildcards(rule, case)
     return case
 
@@ -286,6 +287,7 @@ def load(directory: Path | None = None) -> KnowledgeBase:
     modules: dict[str, str | None] = {}
     device_positions: dict[str, list[str]] = {"keywords": [], "first_argument_of": [], "names": []}
     rank_guards: dict[str, list[str]] = {}
+    loops: dict[str, Any] = {}
     files = sorted(p for p in directory.glob("*.yaml"))
     if not files:
         raise KBError(str(directory), None, "no *.yaml rule files found")
@@ -302,6 +304,8 @@ def load(directory: Path | None = None) -> KnowledgeBase:
             device_positions = document["device_positions"]
         if "rank_guards" in document:
             rank_guards = document["rank_guards"]
+        if "loops" in document:
+            loops = document["loops"]
         for raw in document["rules"]:
             rule = compile_rule(raw, document["family"], rel)
             if rule.id in seen_ids:
@@ -318,6 +322,7 @@ def load(directory: Path | None = None) -> KnowledgeBase:
         modules=modules,
         device_positions=device_positions,
         rank_guards=rank_guards,
+        loops=loops,
         files=[f"kb/{p.name}" for p in files],
         families=families,
     )

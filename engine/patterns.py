@@ -121,6 +121,9 @@ def index_key(node: cst.CSTNode) -> str | None:
         return None if node.value.startswith(WILDCARD_PREFIX) else node.value
     if kind is cst.Attribute:
         return node.attr.value
+    if kind is cst.SimpleString:  # `backend = 'nccl'` is dispatched on the string
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
     step = _KEY_STEPS.get(kind)
     return index_key(step(node)) if step is not None else None
 

@@ -32,12 +32,20 @@ class ImportTableResolver(patterns.Resolver):
         self.other_bindings: dict[str, set[Scope]] = {}
         self.relied_on: set[tuple[str, Scope]] = set()  # (name, scope of the use)
         self.scope: Scope = ()  # set by the walker: where the current node is
+        # module-level `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`:
+        # uses of `Tensor` are uses of the CUDA name
+        self.value_aliases: dict[str, str] = {}
+        self.binding_counts: dict[str, int] = {}
 
     def record_import(self, local: str, path: str) -> None:
         self.imports.setdefault(local, set()).add(path)
 
     def record_binding(self, name: str, scope: Scope) -> None:
         self.other_bindings.setdefault(name, set()).add(scope)
+        self.binding_counts[name] = self.binding_counts.get(name, 0) + 1
+
+    def record_value_alias(self, name: str, qualified: str) -> None:
+        self.value_aliases[name] = qualified
 
     def consistent(self) -> bool:
         """True when every name an answer relied on has at most one import binding and no
@@ -46,6 +54,8 @@ class ImportTableResolver(patterns.Resolver):
             paths = self.imports.get(name, set())
             if len(paths) > 1:
                 return False
+            if name in self.value_aliases and (paths or self.binding_counts.get(name) != 1):
+                return False  # the alias is only exact when its assignment is the only binding
             shadowed = any(use[: len(b)] == b for b in self.other_bindings.get(name, ()))
             if shadowed and (paths or name in self.pattern_roots):
                 return False  # e.g. `torch = None`, or a parameter called `torch`
@@ -59,6 +69,9 @@ class ImportTableResolver(patterns.Resolver):
         self.relied_on.add((root, self.scope))
         paths = self.imports.get(root)
         if not paths:
+            alias = self.value_aliases.get(root)
+            if alias is not None:
+                return (f"{alias}.{rest}" if rest else alias), None
             return dotted, None
         path = next(iter(paths))
         return (f"{path}.{rest}" if rest else path), path

@@ -145,7 +145,7 @@ def migrate_text(
     if not compiled.may_match(text):
         return text, []
     module = cst.parse_module(text)
-    result = transform_module(module, compiled, preferred_quote(text))
+    result = transform_module(module, compiled, preferred_quote(text), text)
     new = result.module.code if result.module is not module else text
     if new == text:
         return text, result.findings

@@ -49,6 +49,7 @@ class Rewriter(cst.CSTTransformer):
         self.removed_marker: set[int] = set()
         self.inserts: dict[int, list[tuple[Finding, list[cst.SimpleStatementLine]]]] = {}
         self.suite_inserts: dict[int, tuple[Finding, cst.BaseSmallStatement]] = {}
+        self.noted: set[str] = set()  # codes whose note the file already got
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) not in self.analysis.on_path:
@@ -57,6 +58,13 @@ class Rewriter(cst.CSTTransformer):
         if isinstance(node, STATEMENTS):
             self.statements.append([])
             self.statement_nodes.append(node)
+        plan = self.analysis.plans.get(id(node))
+        if plan is not None and plan.loop is not None and plan.loop.after is not None:
+            # the barrier goes after a statement of the body, which is visited before the
+            # loop itself is left: ask for it now
+            barrier = self._render(plan.case.template, patterns.Bindings())
+            line = cst.SimpleStatementLine(body=[cst.Expr(value=barrier)])
+            self.inserts.setdefault(id(plan.loop.after), []).append((plan.finding, [line]))
         return True
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
@@ -73,6 +81,8 @@ class Rewriter(cst.CSTTransformer):
         plan = self.analysis.plans.get(id(original))
         if plan is not None:
             result = self._apply(plan, original, updated)
+            for flag in plan.flags:
+                self._record(flag)
         if isinstance(original, (cst.BooleanOperation, cst.IfExp)):
             result = self._fold(result)
         if (
@@ -90,7 +100,7 @@ class Rewriter(cst.CSTTransformer):
                 result = cst.FlattenSentinel(
                     [edits.with_comments(result.nodes[0], comments), *result.nodes[1:]]
                 )
-            if id(original) in self.inserts and isinstance(result, cst.SimpleStatementLine):
+            if id(original) in self.inserts and isinstance(result, STATEMENTS):
                 self.inserts[id(result)] = self.inserts.pop(id(original))
         if isinstance(original, cst.SimpleStatementLine) and isinstance(
             result, cst.SimpleStatementLine
@@ -100,6 +110,8 @@ class Rewriter(cst.CSTTransformer):
                 self.removed_marker.add(id(result))
         if isinstance(result, (cst.IndentedBlock, cst.Module)):
             result = self._finish_block(result)
+        if isinstance(result, cst.Module) and self.analysis.setups:
+            result = self._add_setups(result)
         if isinstance(result, cst.Module) and result.body and result.header:
             result = edits.dedupe_module_header(result)
         if isinstance(result, cst.SimpleStatementSuite) and not result.body:
@@ -108,9 +120,18 @@ class Rewriter(cst.CSTTransformer):
 
     def _record(self, finding: Finding) -> None:
         self.findings.append(finding)
-        text = comment_text(finding)
+        text = self._comment(finding)
         if text and self.statements and text not in self.statements[-1]:
             self.statements[-1].append(text)
+
+    def _comment(self, finding: Finding) -> str | None:
+        """The comment for a finding; a note only the first time its rule applies in the file
+        (the same note at every site is noise; sites that need review each keep theirs)."""
+        if finding.kind == NOTED:
+            if finding.code in self.noted:
+                return None
+            self.noted.add(finding.code)
+        return comment_text(finding)
 
     def _apply(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
         case, finding = plan.case, plan.finding
@@ -143,9 +164,13 @@ class Rewriter(cst.CSTTransformer):
     def _rewrite(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
         case = plan.case
         action = case.action
-        if case.kind == "device_string":
-            self.imports.require("torch_xla")
-            return devices.quote_like(updated, "xla")
+        if case.kind in ("device_string", "host_string"):
+            value = patterns.literal_value(case.template)
+            if case.kind == "device_string":
+                self.imports.require("torch_xla")
+            return devices.quote_like(updated, value)
+        if case.kind == "engine":
+            return self._rewrite_loop(plan, original, updated)
         if case.kind == "module":
             new_module = action["rename_module"]
             if isinstance(updated, (cst.Import, cst.ImportFrom)):
@@ -154,9 +179,7 @@ class Rewriter(cst.CSTTransformer):
             return edits.keep_parens(updated, edits.dotted(new_module + text[len(case.names[0]) :]))
         if isinstance(action, dict) and "insert_after" in action:
             return self._plan_insert(plan, original, updated)
-        if case.kind == "env":
-            if case.template is None or not isinstance(updated, cst.Assign):
-                return updated
+        if case.kind == "env" and case.template is not None and isinstance(updated, cst.Assign):
             return updated.with_changes(value=self._render(case.template, patterns.Bindings()))
         bindings = edits.rebind(plan.bindings, original, updated)
         if case.template is not None:
@@ -174,6 +197,17 @@ class Rewriter(cst.CSTTransformer):
         if isinstance(action, dict) and isinstance(updated, cst.Call):
             return edits.edit_kwargs(updated, action, self._render_text)
         return updated
+
+    def _rewrite_loop(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
+        """R-DATA-01: iterate the loader through MpDeviceLoader. (A barrier statement is added
+        by the block that holds it; see on_visit.)"""
+        loop = plan.loop
+        if loop is None or loop.loader is None or type(updated) is not cst.For:
+            return updated
+        bindings = edits.rebind(patterns.Bindings(nodes={"loader": loop.loader}), original, updated)
+        wrapped = self._render(plan.case.template, bindings)
+        target = bindings.nodes["loader"]
+        return updated.with_changes(iter=_replace_node(updated.iter, target, wrapped))
 
     def _place(self, updated: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
         """Put a rendered replacement where `updated` was: statement for statement, expression
@@ -255,7 +289,12 @@ class Rewriter(cst.CSTTransformer):
         carried: list[cst.EmptyLine] = []
         for i, stmt in enumerate(body):
             if id(stmt) in self.removed_marker:
-                carried += list(stmt.leading_lines)
+                seen = {line.comment.value for line in carried if line.comment is not None}
+                carried += [
+                    line
+                    for line in stmt.leading_lines
+                    if line.comment is None or line.comment.value not in seen
+                ]
                 continue
             pending = self.inserts.pop(id(stmt), ())  # keyed by this node, before it changes
             if carried:
@@ -266,16 +305,42 @@ class Rewriter(cst.CSTTransformer):
             for finding, lines in pending:
                 lines = [ln for ln in lines if not edits.same_statement(ln, following)]
                 if lines:
-                    added += lines
                     self.findings.append(finding)
-                    text = comment_text(finding)
-                    if text:
-                        stmt = edits.with_comments(stmt, [text])
+                    text = self._comment(finding)
+                    if text:  # the comment explains the statement that was added
+                        lines[0] = edits.with_comments(lines[0], [text])
+                    added += lines
             out.append(stmt)
             out += added
         if carried or not out:
             out.append(cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=carried))
         return block.with_changes(body=out)
+
+    def _add_setups(self, module: cst.Module) -> cst.Module:
+        """Statements a rule needs once per module, right after its top-level imports."""
+        lines = []
+        for finding, case in self.analysis.setups:
+            statement = self._render(patterns.parse_code(case.action["setup"]), patterns.Bindings())
+            if isinstance(statement, cst.BaseExpression):
+                statement = cst.Expr(value=statement)
+            line = cst.SimpleStatementLine(body=[statement])
+            text = self._comment(finding)
+            lines.append(edits.with_comments(line, [text]) if text else line)
+            self.findings.append(finding)
+        cut = max((i + 1 for i, s in enumerate(module.body) if edits.is_import_line(s)), default=0)
+        return module.with_changes(body=[*module.body[:cut], *lines, *module.body[cut:]])
+
+
+def _replace_node(tree: cst.CSTNode, target: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+    """`tree` with the node `target` (found by identity) replaced by `new`."""
+    if tree is target:
+        return new
+
+    class Replace(cst.CSTTransformer):
+        def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+            return new if original is target else updated
+
+    return tree.visit(Replace())
 
 
 @dataclass
@@ -291,18 +356,20 @@ def preferred_quote(text: str) -> str:
     return '"' if double > single else "'"
 
 
-def transform_module(module: cst.Module, compiled: CompiledKB, quote: str = "'") -> TransformResult:
+def transform_module(
+    module: cst.Module, compiled: CompiledKB, quote: str = "'", text: str = ""
+) -> TransformResult:
     """Apply all rules to `module`. `module` itself is left as it was."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     resolver = ImportTableResolver(compiled.pattern_roots)
     imports = ImportTracker(compiled.kb.modules)
-    analysis = Analysis(compiled, resolver, imports).run(module)
+    analysis = Analysis(compiled, resolver, imports).run(module, text)
     if not resolver.consistent():
         # A name the import table answered for is also bound another way: ask libcst's scope
         # analysis instead, for this file.
         imports = ImportTracker(compiled.kb.modules)
-        analysis = Analysis(compiled, ScopeResolver(wrapper), imports).run(module)
-    if not analysis.plans:
+        analysis = Analysis(compiled, ScopeResolver(wrapper), imports).run(module, text)
+    if not analysis.plans and not analysis.setups:
         return TransformResult(module=module, findings=[])
     if analysis.first_site is not None:
         imports.keep_bindings_before(analysis.first_site)

@@ -1,0 +1,262 @@
+"""Training and evaluation loops, and where each step's XLA barrier goes (R-SYNC-01/02, R-DATA-01).
+
+On XLA, work is recorded lazily and runs at a barrier. A loop that trains (its body calls
+`backward()` or an optimizer's `step()`, directly or through a function of the same file) or
+evaluates (its body calls a model) must end every iteration at exactly one barrier:
+
+- where it iterates a DataLoader, the loader is wrapped in `MpDeviceLoader`, which syncs at
+  every batch and prefetches to the device;
+- otherwise `torch_xla.sync()` goes after the optimizer step (after the last statement that
+  steps, zeroes or updates), or, with no step, at the end of the body (before the first
+  statement that may leave it).
+
+A loop inside a training loop (micro-batches of gradient accumulation) is part of that step's
+graph and gets no barrier of its own; a loop that already has one is left alone. The names
+that make a call an optimizer step, a model call or a loader are KB data (`kb/execution.yaml`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fnmatch import translate
+
+import libcst as cst
+
+from pytpu.engine import patterns
+
+_LOOPS = (cst.For, cst.While)
+_DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_LEAVES = (cst.Break, cst.Continue, cst.Return, cst.Raise)
+
+
+def _globs(names: list[str]) -> re.Pattern[str]:
+    if not names:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{translate(n)})" for n in names))
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    optimizers: re.Pattern[str]
+    schedulers: re.Pattern[str]
+    models: re.Pattern[str]
+    loaders: re.Pattern[str]
+    barriers: frozenset[str]  # calls (qualified names) that end a step
+    device_loaders: frozenset[str]  # loader wrappers that sync at every batch
+    loader_classes: frozenset[str]  # what builds a DataLoader
+    iterator_wrappers: frozenset[str]  # enumerate(loader), tqdm(loader): the loader is inside
+
+    @classmethod
+    def from_kb(cls, data: dict) -> LoopSettings:
+        return cls(
+            optimizers=_globs(data.get("optimizer_names", [])),
+            schedulers=_globs(data.get("scheduler_names", [])),
+            models=_globs(data.get("model_names", [])),
+            loaders=_globs(data.get("loader_names", [])),
+            barriers=frozenset(data.get("barriers", [])),
+            device_loaders=frozenset(data.get("device_loaders", [])),
+            loader_classes=frozenset(data.get("loader_classes", [])),
+            iterator_wrappers=frozenset(data.get("iterator_wrappers", [])),
+        )
+
+
+@dataclass
+class Summary:
+    """What a block does directly (not inside nested loops or definitions)."""
+
+    backward: bool = False
+    step: bool = False
+    model_call: bool = False
+    barrier: bool = False
+    step_statements: list[int] = field(default_factory=list)  # body indices: step/zero/update
+    first_exit: int | None = None  # body index of the first statement that may leave the loop
+
+
+@dataclass
+class LoopPlan:
+    kind: str  # "train" | "eval"
+    loader: cst.BaseExpression | None = None  # wrap this in MpDeviceLoader ...
+    after: cst.BaseStatement | None = None  # ... or put the barrier after this statement
+
+
+def _last_name(node: cst.CSTNode) -> str | None:
+    if type(node) is cst.Name:
+        return node.value
+    if type(node) is cst.Attribute:
+        return node.attr.value
+    return None
+
+
+class LoopAnalyzer:
+    def __init__(self, settings: LoopSettings, module: cst.Module, resolver: patterns.Resolver):
+        self.settings = settings
+        self.resolver = resolver
+        self.functions = _function_index(module)
+        self.loader_variables: set[str] = set()  # names assigned a DataLoader in this file
+        self._summaries: dict[int, Summary] = {}
+
+    def note_assignment(self, target: cst.CSTNode, value: cst.CSTNode) -> None:
+        """`train_loader = DataLoader(...)`: remember the name as a loader."""
+        if type(value) is cst.Call:
+            names = self.resolver.qualified_names(value.func)
+            if names & self.settings.loader_classes:
+                name = _last_name(target)
+                if name:
+                    self.loader_variables.add(name)
+
+    # --- what a block does -------------------------------------------------------------------
+
+    def summarize(self, statements: list[cst.BaseStatement], depth: int = 0) -> Summary:
+        summary = Summary()
+        for index, statement in enumerate(statements):
+            if self._scan(statement, summary, depth):
+                summary.step_statements.append(index)
+            if summary.first_exit is None and _may_leave(statement):
+                summary.first_exit = index
+        return summary
+
+    def _scan(self, root: cst.CSTNode, summary: Summary, depth: int) -> bool:
+        """Record what `root` does into `summary`; True if it steps, zeroes or updates."""
+        marks_step = False
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind in _DEFINITIONS:
+                continue
+            if kind in _LOOPS:
+                inner = self.summarize(_body(node), depth)
+                summary.barrier |= inner.barrier or self._iterates_device_loader(node)
+                continue
+            if kind is cst.Call:
+                marks_step |= self._scan_call(node, summary, depth)
+            elif kind is cst.WithItem and type(node.item) is cst.Call:
+                if self.resolver.qualified_names(node.item.func) & self.settings.barriers:
+                    summary.barrier = True
+            stack.extend(patterns.iter_children(node))
+        return marks_step
+
+    def _scan_call(self, node: cst.Call, summary: Summary, depth: int) -> bool:
+        func = node.func
+        name = _last_name(func)
+        if name is None:
+            return False
+        if (
+            name == "backward" and type(func) is cst.Attribute
+        ):  # loss.backward(), scaler.scale(loss).backward()
+            summary.backward = True
+            return False
+        receiver = _last_name(func.value) if type(func) is cst.Attribute else None
+        if receiver is not None and self.settings.optimizers.fullmatch(receiver):
+            if self.settings.schedulers.fullmatch(receiver):
+                return False
+            if name == "step":
+                summary.step = True
+                return True
+            return name in ("zero_grad", "update")
+        qualified = self.resolver.qualified_names(func)
+        if qualified & self.settings.barriers:
+            summary.barrier = True
+            return True
+        if any(q.endswith("xla_model.optimizer_step") for q in qualified):
+            summary.step = True
+            if any(a.keyword is not None and a.keyword.value == "barrier" for a in node.args):
+                summary.barrier = True
+            return True
+        if self.settings.models.fullmatch(name):
+            summary.model_call = True
+        definition = self.functions.get(name) if receiver in (None, "self") else None
+        if definition is not None and depth < 2:
+            inner = self.summarize(list(_body(definition)), depth + 1)
+            summary.backward |= inner.backward
+            summary.model_call |= inner.model_call
+            summary.barrier |= inner.barrier
+            if inner.step:
+                summary.step = True
+                return True
+        return False
+
+    # --- loops -------------------------------------------------------------------------------
+
+    def plan(self, loop: cst.For | cst.While, inside_training: bool) -> tuple[LoopPlan | None, str]:
+        """The barrier plan for `loop` (None: it needs none), and what the loop does:
+        "train", "eval" or "" (neither)."""
+        body = _body(loop)
+        summary = self.summarize(body)
+        trains = summary.step or summary.backward
+        role = "train" if trains else ("eval" if summary.model_call else "")
+        if not role or summary.barrier or self._iterates_device_loader(loop):
+            return None, role  # nothing to run on the device, or a barrier already
+        if trains and inside_training:
+            return None, role  # micro-batches: part of the enclosing step's one graph
+        loader = self._loader(loop)
+        if loader is not None:
+            return LoopPlan(role, loader=loader), role
+        if type(loop.body) is not cst.IndentedBlock:
+            return None, role  # `for x in y: f(x)` on one line: no place for a statement
+        if summary.step_statements:
+            return LoopPlan(role, after=body[summary.step_statements[-1]]), role
+        if summary.first_exit is None:
+            return LoopPlan(role, after=body[-1]), role
+        if summary.first_exit == 0:
+            return None, role  # it may leave before doing anything: no safe place
+        return LoopPlan(role, after=body[summary.first_exit - 1]), role
+
+    def _loader(self, loop: cst.For | cst.While) -> cst.BaseExpression | None:
+        """The DataLoader a `for` iterates (inside `enumerate(...)`/`tqdm(...)`), if any."""
+        if type(loop) is not cst.For:
+            return None
+        iterable = loop.iter
+        while type(iterable) is cst.Call and iterable.args:
+            if not (self.resolver.qualified_names(iterable.func) & self.settings.iterator_wrappers):
+                break
+            iterable = iterable.args[0].value
+        name = _last_name(iterable)
+        if name is None:
+            return None
+        if name in self.loader_variables or self.settings.loaders.fullmatch(name):
+            return iterable
+        return None
+
+    def _iterates_device_loader(self, loop: cst.CSTNode) -> bool:
+        if type(loop) is not cst.For:
+            return False
+        for node in patterns.walk(loop.iter):
+            if type(node) is cst.Call:
+                if self.resolver.qualified_names(node.func) & self.settings.device_loaders:
+                    return True
+        return False
+
+
+def _body(node: cst.CSTNode) -> list[cst.BaseStatement]:
+    body = node.body
+    if type(body) is cst.SimpleStatementSuite:
+        return [cst.SimpleStatementLine(body=list(body.body))]
+    return list(body.body)
+
+
+def _may_leave(statement: cst.CSTNode) -> bool:
+    """A break/continue/return/raise in the statement that leaves this loop's iteration."""
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _LEAVES):
+            return True
+        if type(node) in _LOOPS or isinstance(node, _DEFINITIONS):
+            continue  # a break there leaves the inner loop only
+        stack.extend(patterns.iter_children(node))
+    return False
+
+
+def _function_index(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Functions and methods defined at the top of the module or of its classes, by name."""
+    out: dict[str, cst.FunctionDef] = {}
+    for statement in module.body:
+        if type(statement) is cst.FunctionDef:
+            out.setdefault(statement.name.value, statement)
+        elif type(statement) is cst.ClassDef:
+            for item in _body(statement):
+                if type(item) is cst.FunctionDef:
+                    out.setdefault(item.name.value, item)
+    return out
