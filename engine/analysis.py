@@ -133,11 +133,14 @@ class Analysis:
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         """Plan the loop's step barrier, and open its context for the host-sync rules."""
         assert self.loops is not None
+        if not self.device_aware:
+            self.training.append(False)  # nothing runs on a device: nothing to plan
+            return
         plan, role = self.loops.plan(node, inside_training=any(self.training))
         self.training.append(role == "train")
         if role:
             self.contexts.append("S")
-        if plan is None or not self.device_aware:
+        if plan is None:
             return
         kind = "device_loader" if plan.loader is not None else f"{plan.kind}_barrier"
         case = self.compiled.engine_cases.get(kind)
@@ -196,7 +199,8 @@ class Analysis:
     def _cuda_alias(self, value: cst.CSTNode) -> str | None:
         """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the CUDA name it may hold."""
         for candidate in devices.device_subexpressions(value):
-            if type(candidate) in (cst.Attribute, cst.Name):
+            text = patterns.dotted_name(candidate)
+            if text and ("cuda" in text or text.split(".")[0] in self.namespace_aliases):
                 for name in self.resolver.qualified_names(candidate):
                     if name.startswith("torch.cuda."):
                         return name
@@ -318,11 +322,11 @@ class Analysis:
             self.optimizer_order.moves.append((name.rsplit(".", 1)[-1], self.scope, self.order))
 
     def _note_optimizer(self, node: cst.Call, first: cst.CSTNode) -> None:
-        qualified = self.resolver.qualified_names(node.func)
-        if not any(q.startswith("torch.optim.") and ".lr_scheduler." not in q for q in qualified):
+        module = parameters_receiver(first)  # (cheap: looked at before resolving names)
+        if module is None:
             return
-        module = parameters_receiver(first)
-        if module is not None:
+        qualified = self.resolver.qualified_names(node.func)
+        if any(q.startswith("torch.optim.") and ".lr_scheduler." not in q for q in qualified):
             self.optimizer_order.optimizers.append((module, self.scope, self.order, node))
 
     def _mark_argparse_default(self, node: cst.Call, flag: cst.BaseExpression) -> None:

@@ -200,8 +200,16 @@ class ImportTracker:
         head = module.with_changes(
             body=module.body[:cut], default_indent=module.default_indent.replace("\f", "")
         )
+        had_imports = any(is_import_line(s) for s in module.body[:cut])
         head = AddImportsVisitor(context).transform_module(head)
-        return module.with_changes(header=head.header, body=[*head.body, *module.body[cut:]])
+        rest = list(module.body[cut:])
+        if not had_imports and rest and not rest[0].leading_lines:
+            # the new import block is the file's first: set it apart from the code (PEP 8)
+            blank = [cst.EmptyLine()] * (
+                2 if isinstance(rest[0], (cst.FunctionDef, cst.ClassDef)) else 1
+            )
+            rest[0] = rest[0].with_changes(leading_lines=blank)
+        return module.with_changes(header=head.header, body=[*head.body, *rest])
 
 
 def _import_prefix_length(module: cst.Module, cutoff: int | None) -> int:

@@ -47,6 +47,11 @@ class LoopSettings:
     loader_classes: frozenset[str]  # what builds a DataLoader
     iterator_wrappers: frozenset[str]  # enumerate(loader), tqdm(loader): the loader is inside
 
+    @staticmethod
+    def last_names(names: frozenset[str]) -> frozenset[str]:
+        """The last components: a call is only resolved when its own last name is one of them."""
+        return frozenset(n.rsplit(".", 1)[-1] for n in names)
+
     @classmethod
     def from_kb(cls, data: dict) -> LoopSettings:
         return cls(
@@ -94,11 +99,15 @@ class LoopAnalyzer:
         self.resolver = resolver
         self.functions = _function_index(module)
         self.loader_variables: set[str] = set()  # names assigned a DataLoader in this file
-        self._summaries: dict[int, Summary] = {}
+        self._summaries: dict[int, Summary] = {}  # by the id of the loop or function
+        self._barrier_names = settings.last_names(settings.barriers) | {"optimizer_step"}
+        self._loader_names = settings.last_names(settings.loader_classes)
+        self._device_loader_names = settings.last_names(settings.device_loaders)
+        self._wrapper_names = settings.last_names(settings.iterator_wrappers)
 
     def note_assignment(self, target: cst.CSTNode, value: cst.CSTNode) -> None:
         """`train_loader = DataLoader(...)`: remember the name as a loader."""
-        if type(value) is cst.Call:
+        if type(value) is cst.Call and _last_name(value.func) in self._loader_names:
             names = self.resolver.qualified_names(value.func)
             if names & self.settings.loader_classes:
                 name = _last_name(target)
@@ -106,6 +115,13 @@ class LoopAnalyzer:
                     self.loader_variables.add(name)
 
     # --- what a block does -------------------------------------------------------------------
+
+    def summary_of(self, node: cst.CSTNode, depth: int = 0) -> Summary:
+        """The summary of a loop's or a function's body (computed once)."""
+        cached = self._summaries.get(id(node))
+        if cached is None:
+            cached = self._summaries[id(node)] = self.summarize(_body(node), depth)
+        return cached
 
     def summarize(self, statements: list[cst.BaseStatement], depth: int = 0) -> Summary:
         summary = Summary()
@@ -126,14 +142,15 @@ class LoopAnalyzer:
             if kind in _DEFINITIONS:
                 continue
             if kind in _LOOPS:
-                inner = self.summarize(_body(node), depth)
+                inner = self.summary_of(node, depth)
                 summary.barrier |= inner.barrier or self._iterates_device_loader(node)
                 continue
             if kind is cst.Call:
                 marks_step |= self._scan_call(node, summary, depth)
             elif kind is cst.WithItem and type(node.item) is cst.Call:
-                if self.resolver.qualified_names(node.item.func) & self.settings.barriers:
-                    summary.barrier = True
+                if _last_name(node.item.func) in self._barrier_names:
+                    if self.resolver.qualified_names(node.item.func) & self.settings.barriers:
+                        summary.barrier = True
             stack.extend(patterns.iter_children(node))
         return marks_step
 
@@ -155,20 +172,21 @@ class LoopAnalyzer:
                 summary.step = True
                 return True
             return name in ("zero_grad", "update")
-        qualified = self.resolver.qualified_names(func)
-        if qualified & self.settings.barriers:
-            summary.barrier = True
-            return True
-        if any(q.endswith("xla_model.optimizer_step") for q in qualified):
-            summary.step = True
-            if any(a.keyword is not None and a.keyword.value == "barrier" for a in node.args):
+        if name in self._barrier_names:
+            qualified = self.resolver.qualified_names(func)
+            if qualified & self.settings.barriers:
                 summary.barrier = True
-            return True
+                return True
+            if any(q.endswith("xla_model.optimizer_step") for q in qualified):
+                summary.step = True
+                if any(a.keyword is not None and a.keyword.value == "barrier" for a in node.args):
+                    summary.barrier = True
+                return True
         if self.settings.models.fullmatch(name):
             summary.model_call = True
         definition = self.functions.get(name) if receiver in (None, "self") else None
         if definition is not None and depth < 2:
-            inner = self.summarize(list(_body(definition)), depth + 1)
+            inner = self.summary_of(definition, depth + 1)
             summary.backward |= inner.backward
             summary.model_call |= inner.model_call
             summary.barrier |= inner.barrier
@@ -183,7 +201,7 @@ class LoopAnalyzer:
         """The barrier plan for `loop` (None: it needs none), and what the loop does:
         "train", "eval" or "" (neither)."""
         body = _body(loop)
-        summary = self.summarize(body)
+        summary = self.summary_of(loop)
         trains = summary.step or summary.backward
         role = "train" if trains else ("eval" if summary.model_call else "")
         if not role or summary.barrier or self._iterates_device_loader(loop):
@@ -209,6 +227,8 @@ class LoopAnalyzer:
             return None
         iterable = loop.iter
         while type(iterable) is cst.Call and iterable.args:
+            if _last_name(iterable.func) not in self._wrapper_names:
+                break
             if not (self.resolver.qualified_names(iterable.func) & self.settings.iterator_wrappers):
                 break
             iterable = iterable.args[0].value
@@ -223,7 +243,7 @@ class LoopAnalyzer:
         if type(loop) is not cst.For:
             return False
         for node in patterns.walk(loop.iter):
-            if type(node) is cst.Call:
+            if type(node) is cst.Call and _last_name(node.func) in self._device_loader_names:
                 if self.resolver.qualified_names(node.func) & self.settings.device_loaders:
                     return True
         return False

@@ -29,9 +29,16 @@ SCALE = float(os.environ.get("PYTPU_PROPERTY_SCALE", "1"))
 HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 
 
+# The same examples every run (hypothesmith's generation time varies a lot from seed to seed,
+# and CI needs a steady time); PYTPU_PROPERTY_RANDOM=1 draws new ones for a bug hunt.
+RANDOM = os.environ.get("PYTPU_PROPERTY_RANDOM") == "1"
+
+
 def examples(n: int) -> settings:
     count = max(1, int(n * SCALE))
-    return settings(max_examples=count, deadline=None, suppress_health_check=HEALTH)
+    return settings(
+        max_examples=count, deadline=None, suppress_health_check=HEALTH, derandomize=not RANDOM
+    )
 
 
 SETTINGS = examples(60)
