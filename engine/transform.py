@@ -192,6 +192,8 @@ class Rewriter(cst.CSTTransformer):
                 return cst.RemovalSentinel.REMOVE
             self.deleting.add(id(original))
             return cst.Name("__pytpu_deleted__")  # the enclosing statement is removed
+        if action == "keep":
+            return updated  # the rule only needs its imports
         if action == "unwrap" and isinstance(updated, cst.With):
             return edits.hoist_body(updated)
         if isinstance(action, dict) and isinstance(updated, cst.Call):
