@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pytpu.engine import kb, kbdocs, report, rewrite
+from pytpu.engine import kb, kbdocs, report, rewrite, testgen
 
 PLUGIN_GROUP = "pytpu.commands"
 # Below this many files a run is quick enough that a progress bar would only flicker.
@@ -220,6 +220,79 @@ def analyze_command(
     found = any(result.findings for result in run.files)
     if check and (found or run.changed or run.errors):
         raise typer.Exit(1)
+
+
+# --- test generation -------------------------------------------------------------------------
+
+
+@app.command("testgen")
+def testgen_command(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, file_okay=False, metavar="PATH", help="The repository.", show_default=False
+        ),
+    ],
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            metavar="CMD",
+            help="The program's short command, a shell line run from PATH "
+            "(default: the entry script with its own short-run flags, e.g. --epochs 1 --dry-run).",
+        ),
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", metavar="DIR", help="Where the suite goes, inside PATH.")
+    ] = testgen.DEFAULT_OUT,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="S", help="Time limit of each program run.")
+    ] = 300,
+    max_unit_kib: Annotated[
+        int,
+        typer.Option("--max-unit-kib", metavar="KIB", help="Recorded inputs per unit, at most."),
+    ] = 1024,
+    json_file: JsonOption = None,
+) -> None:
+    """Write characterisation tests for PATH that pin down what its code does today.
+
+    Runs the program's short command (twice, in a child process with a time limit and without
+    secrets in its environment), records the first inputs of each module class and tensor
+    function the repository defines and the first iteration of each training step, and writes a
+    pytest suite with that data into PATH/tests/pytpu. The suite passes on the original code on
+    the CPU, and after migration with PYTPU_DEVICE=xla. Prints what got tests and what did not.
+    """
+    console = _stdout()
+    with console.status("") as status:
+        try:
+            outcome = testgen.generate(
+                path,
+                run=run,
+                out=out,
+                timeout=timeout,
+                max_unit_bytes=max_unit_kib * 1024,
+                stage=lambda text: status.update(text),
+            )
+        except testgen.TestgenError as exc:
+            _err(f"pytpu testgen: error: {exc}")
+            raise typer.Exit(2) from None
+    for error in outcome.errors:
+        _err(f"warning: {error}")
+    table = Table(title=f"Tests for `{outcome.command}`", title_justify="left")
+    for column in ("unit", "name", "tests or reason"):
+        table.add_column(column)
+    for kind, name, tests in outcome.tested:
+        table.add_row(kind, name, ", ".join(tests))
+    for kind, name, reason in outcome.untested:
+        table.add_row(kind, name, Text(f"no test: {reason}", style="yellow"))
+    console.print(table)
+    tested, untested = len(outcome.tested), len(outcome.untested)
+    _err(
+        f"wrote {outcome.out} in {outcome.seconds['total']:.0f} s: {tested} units tested, "
+        f"{untested} without a test, {outcome.data_bytes / 1024:.0f} KiB of recorded data"
+    )
+    if json_file is not None:
+        _write_json(json_file, {"command": "testgen", **outcome.as_dict()})
 
 
 # --- the knowledge base ----------------------------------------------------------------------

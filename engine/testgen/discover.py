@@ -1,0 +1,318 @@
+"""What the repository's code offers to test, read from its source: module classes, training steps,
+and the short command that runs the program.
+
+Recording (pytpu_harness.py) sees what the program really calls; this static view is what it is
+checked against, so that the summary can name every module class and training step that got no
+test, and why.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+import torch.nn
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+
+from pytpu.engine import files
+
+# Flags that make a program's own run short, and the value each gets (None: a switch).
+SHORT_RUN_FLAGS = {
+    "--dry-run": None, "--dry_run": None,
+    "--epochs": "1", "--n_epochs": "1", "--num_epochs": "1", "--max_epochs": "1", "--niter": "1",
+    "--max_iters": "4", "--max-iters": "4", "--max_steps": "4", "--max-steps": "4",
+    "--steps": "4", "--iterations": "4",
+    "--workers": "0", "--num_workers": "0", "--num-workers": "0", "--n_cpu": "0",
+}  # fmt: skip
+# Switches that turn on the accelerator; after migration they select the XLA device.
+ACCELERATOR_FLAGS = ("--cuda", "--gpu", "--use-cuda", "--use_cuda", "--accelerator")
+ENTRY_NAMES = ("main.py", "train.py", "run.py", "app.py")
+
+
+@dataclass(frozen=True)
+class ModuleClass:
+    file: str  # relative to the repository root, with /
+    name: str
+    line: int
+    bases: tuple[str, ...] = ()  # as written, last part: ("Block",) for `class A(Block)`
+    defines_init: bool = True
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """Optimizer steps that belong together: the innermost loop around them, else their function."""
+
+    file: str
+    function: str  # enclosing function, or "<module>"
+    line: int  # the loop's (or function's) first line
+    step_lines: tuple[int, ...]  # optimizer steps; backward calls where there is no optimizer
+    kind: str = "optimizer"  # or "backward": parameters updated by hand after loss.backward()
+
+    @property
+    def ident(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def owns(self, site: str) -> bool:
+        file, _, line = site.rpartition(":")
+        return file == self.file and int(line) in self.step_lines
+
+
+@dataclass
+class Inventory:
+    module_classes: list[ModuleClass] = field(default_factory=list)
+    training_steps: list[TrainingStep] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    # class name -> constructor calls in the repository: file, argument sources, keyword sources
+    call_sites: dict[str, list[dict]] = field(default_factory=dict)
+
+    def probes(self) -> list[dict]:
+        """What the harness needs to call a class the run did not: where it is, how it is built."""
+        return [
+            {"file": c.file, "class": c.name, "sites": self.call_sites.get(c.name, [])}
+            for c in self.module_classes
+        ]
+
+
+def python_files(root: Path, suite_dir: Path) -> list[Path]:
+    paths, _ = files.discover(root)
+    suite_dir = suite_dir.resolve()
+    return [
+        p
+        for p in paths
+        if suite_dir not in p.resolve().parents and "tests" not in p.relative_to(root).parts[:-1]
+    ]
+
+
+def inventory(root: Path, suite_dir: Path) -> Inventory:
+    result = Inventory()
+    trees: dict[str, MetadataWrapper] = {}
+    for path in python_files(root, suite_dir):
+        relative = path.relative_to(root).as_posix()
+        try:
+            trees[relative] = MetadataWrapper(cst.parse_module(path.read_bytes()))
+        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError) as exc:
+            result.errors.append(f"{relative}: not read ({type(exc).__name__}); no tests for it")
+    bases = {relative: _class_bases(relative, tree) for relative, tree in trees.items()}
+    module_names: set[str] = set()  # qualified names of module classes, growing to a fixed point
+    while True:
+        found = [
+            ModuleClass(relative, name, line, written, has_init)
+            for relative, classes in bases.items()
+            for name, line, qualified, written, has_init in classes
+            if any(_is_torch_module(q) or q in module_names for q in qualified)
+        ]
+        names = {f"{_dotted(c.file)}.{c.name}" for c in found}
+        names |= {f"{Path(c.file).stem}.{c.name}" for c in found}
+        if names <= module_names:
+            break
+        module_names |= names
+    result.module_classes = sorted(set(found), key=lambda c: (c.file, c.line))
+    class_names = {c.name for c in result.module_classes}
+    for relative, tree in trees.items():
+        collector = _StepCollector(relative)
+        tree.visit(collector)
+        result.training_steps.extend(collector.steps)
+        for call in m.findall(tree.module, m.Call()):
+            name = _callee_name(call.func)
+            if name in class_names and not any(a.star for a in call.args):
+                code = cst.Module([]).code_for_node
+                site = {
+                    "file": relative,
+                    "args": [code(a.value) for a in call.args if a.keyword is None],
+                    "kwargs": {a.keyword.value: code(a.value) for a in call.args if a.keyword},
+                }
+                result.call_sites.setdefault(name, []).append(site)
+    return result
+
+
+def _callee_name(func: cst.BaseExpression) -> str | None:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def _dotted(relative: str) -> str:
+    return relative.removesuffix(".py").replace("/", ".")
+
+
+def _is_torch_module(qualified: str) -> bool:
+    if not qualified.startswith("torch.nn."):
+        return False
+    target: object = torch
+    for part in qualified.split(".")[1:]:
+        target = getattr(target, part, None)
+        if target is None:
+            return False
+    return isinstance(target, type) and issubclass(target, torch.nn.Module)
+
+
+def _class_bases(relative: str, tree: MetadataWrapper) -> list[tuple]:
+    """Each top-level class: name, line, its bases' qualified names (local ones both ways), the
+    bases as written, and whether it defines __init__."""
+    names = tree.resolve(QualifiedNameProvider)
+    positions = tree.resolve(PositionProvider)
+    local = {f"{_dotted(relative)}.", f"{Path(relative).stem}.", "__main__."}
+    classes = []
+    for node in tree.module.body:
+        if not isinstance(node, cst.ClassDef):
+            continue
+        qualified: set[str] = set()
+        for base in node.bases:
+            found = names.get(base.value, ())
+            found = found() if callable(found) else found
+            qualified |= {q.name for q in found}
+        qualified |= {prefix + q.rpartition(".")[2] for q in qualified for prefix in local}
+        position = positions[node]
+        position = position() if callable(position) else position
+        written = tuple(
+            cst.Module([]).code_for_node(base.value).rpartition(".")[2] for base in node.bases
+        )
+        has_init = any(
+            isinstance(item, cst.FunctionDef) and item.name.value == "__init__"
+            for item in node.body.body
+        )
+        classes.append((node.name.value, position.start.line, qualified, written, has_init))
+    return classes
+
+
+class _StepCollector(cst.CSTVisitor):
+    """Optimizer `.step()` calls (not schedulers), grouped by their innermost loop or function."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, relative: str):
+        self.relative = relative
+        self.scopes: list[tuple[str, int, str]] = [("<module>", 1, "function")]
+        self.groups: dict[tuple[str, int], list[int]] = {}
+        self.backward_groups: dict[tuple[str, int], list[int]] = {}
+        self.steps: list[TrainingStep] = []
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append((node.name.value, self._line(node), "function"))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.scopes.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        self.scopes.append((self._function(), self._line(node), "loop"))
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.scopes.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.scopes.append((self._function(), self._line(node), "loop"))
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self.scopes.pop()
+
+    def _function(self) -> str:
+        return next(name for name, _, kind in reversed(self.scopes) if kind == "function")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        function, line, _ = self.scopes[-1]
+        if _is_optimizer_step(node):
+            self.groups.setdefault((function, line), []).append(self._line(node))
+        elif m.matches(node.func, m.Attribute(attr=m.Name("backward"))):
+            self.backward_groups.setdefault((function, line), []).append(self._line(node))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for (function, line), lines in self.groups.items():
+            self.steps.append(TrainingStep(self.relative, function, line, tuple(lines)))
+        with_optimizer = {function for function, _ in self.groups}
+        for (function, line), lines in self.backward_groups.items():
+            if function not in with_optimizer:  # else the optimizer's step is the step
+                step = TrainingStep(self.relative, function, line, tuple(lines), "backward")
+                self.steps.append(step)
+
+
+def _is_optimizer_step(node: cst.Call) -> bool:
+    if m.matches(node.func, m.Attribute(attr=m.Name("optimizer_step"))):
+        return True  # xm.optimizer_step(optimizer)
+    if not m.matches(node.func, m.Attribute(attr=m.Name("step"))):
+        return False
+    receiver = node.func.value
+    name = receiver.attr.value if isinstance(receiver, cst.Attribute) else None
+    name = receiver.value if isinstance(receiver, cst.Name) else name
+    return bool(name) and "optim" in name.lower() or name in ("opt", "opt_g", "opt_d")
+
+
+# --- the short command ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    command: str
+    entry: str | None  # the script it runs, relative to the root
+    accelerator_flag: str | None
+    guessed: bool
+
+
+def entry_script(root: Path, command: str) -> str | None:
+    """The `python X.py` script of a shell line, relative to the root (following a leading cd)."""
+    directory = root
+    for part in re.split(r"&&|;", command):
+        words = shlex.split(part)
+        if words[:1] == ["cd"] and len(words) == 2:
+            directory = directory / words[1]
+        for index, word in enumerate(words):
+            if re.fullmatch(r"python[\d.]*", Path(word).name) and index + 1 < len(words):
+                script = directory / words[index + 1]
+                if script.suffix == ".py" and script.exists():
+                    return script.resolve().relative_to(root.resolve()).as_posix()
+    return None
+
+
+def _argparse_flags(source: str) -> dict[str, str | None]:
+    """The flags a script's argparse parser declares, each with its action (or None)."""
+    flags: dict[str, str | None] = {}
+    for match in re.finditer(r"add_argument\(\s*['\"](--[\w-]+)['\"](.*?)\)\s*$", source, re.M):
+        action = re.search(r"action\s*=\s*['\"](\w+)['\"]", match.group(2))
+        flags[match.group(1)] = action.group(1) if action else None
+    return flags
+
+
+def accelerator_flag(root: Path, entry: str | None) -> str | None:
+    if entry is None:
+        return None
+    flags = _argparse_flags((root / entry).read_text(encoding="utf-8", errors="replace"))
+    return next(
+        (f for f in ACCELERATOR_FLAGS if flags.get(f) == "store_true"),
+        None,
+    )
+
+
+def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | None:
+    """The given command, or one built from the entry script's own flags for a short run."""
+    if given:
+        entry = entry_script(root, given)
+        return RunCommand(given, entry, accelerator_flag(root, entry), guessed=False)
+    candidates = [
+        p
+        for p in python_files(root, suite_dir)
+        if "__main__" in (text := p.read_text(encoding="utf-8", errors="replace"))
+        or "parse_args(" in text
+    ]
+    candidates.sort(key=lambda p: (p.name not in ENTRY_NAMES, len(p.parts), p.as_posix()))
+    if not candidates:
+        return None
+    script = candidates[0]
+    flags = _argparse_flags(script.read_text(encoding="utf-8", errors="replace"))
+    words = ["python", script.name]
+    for flag, value in SHORT_RUN_FLAGS.items():
+        if flag in flags and (value is None) == (flags[flag] == "store_true"):
+            words += [flag] if value is None else [flag, value]
+    relative_dir = script.parent.relative_to(root).as_posix()
+    command = shlex.join(words)
+    if relative_dir != ".":
+        command = f"cd {shlex.quote(relative_dir)} && {command}"
+    entry = script.relative_to(root).as_posix()
+    return RunCommand(command, entry, accelerator_flag(root, entry), guessed=True)

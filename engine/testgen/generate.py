@@ -1,0 +1,309 @@
+"""`pytpu testgen`: record the program, write the suite, record its expectations, keep what holds.
+
+1. Read what the code offers (discover), run the program's short command twice with the harness
+   (record), and plan a test for each module class, function and training step it exercised.
+2. Write the suite beside the final location, run it once in baseline mode (the tests record their
+   expected values on the CPU), then once more as tests: a test that fails either time is dropped
+   or skipped with the reason, never kept as a test that cannot pass. The old suite, if any, is
+   replaced only at the end, so a failed generation leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytpu.engine.testgen import discover, record, suite
+
+DEFAULT_OUT = "tests/pytpu"
+MAX_TOTAL_BYTES = 8 << 20  # recorded data per repository
+
+
+class TestgenError(Exception):
+    """A problem the user must fix; the message says what to do."""
+
+
+@dataclass
+class Outcome:
+    tested: list[tuple[str, str, list[str]]] = field(default_factory=list)  # kind, name, tests
+    untested: list[tuple[str, str, str]] = field(default_factory=list)  # kind, name, reason
+    command: str = ""
+    out: Path | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    data_bytes: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "run": self.command,
+            "out": str(self.out),
+            "tested": [{"kind": k, "name": n, "tests": t} for k, n, t in self.tested],
+            "untested": [{"kind": k, "name": n, "reason": r} for k, n, r in self.untested],
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+            "data_bytes": self.data_bytes,
+            "errors": self.errors,
+        }
+
+
+def generate(
+    root: Path,
+    run: str | None = None,
+    out: str = DEFAULT_OUT,
+    timeout: float = 300,
+    max_unit_bytes: int = 1 << 20,
+    stage: Callable[[str], None] = lambda _: None,
+) -> Outcome:
+    root = root.resolve()
+    out_dir = (root / out).resolve()
+    if root not in out_dir.parents:
+        raise TestgenError(f"--out {out}: the suite must live inside the repository")
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / "suite.json").exists():
+        raise TestgenError(f"{out_dir}: exists and was not written by PyTPU; choose another --out")
+    outcome = Outcome(out=out_dir)
+    started = time.perf_counter()
+    inventory = discover.inventory(root, out_dir)
+    outcome.errors.extend(inventory.errors)
+    command = discover.run_command(root, run, out_dir)
+    if command is None:
+        raise TestgenError(f"{root}: no script to run found; give the short command with --run")
+    outcome.command = command.command
+    stage(f"recording `{command.command}` twice")
+    try:
+        first, second = record.record_twice(
+            root, command.command, timeout, max_unit_bytes, inventory.probes()
+        )
+    except record.RecordingFailed as exc:
+        raise TestgenError(str(exc)) from None
+    outcome.seconds["record"] = max(first.seconds, second.seconds)
+    plan = _plan(root, out_dir, command, timeout, first, second, inventory, outcome)
+
+    stage("recording expected values and checking them")
+    created = [p for p in reversed(out_dir.parents) if root in p.parents and not p.exists()]
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _build(plan, out_dir, timeout, max_unit_bytes, outcome)
+    finally:
+        for folder in reversed(created):  # folders made for a suite that was not written
+            if folder.exists() and not any(folder.iterdir()):
+                folder.rmdir()
+    outcome.data_bytes = sum(p.stat().st_size for p in (out_dir / "data").glob("*"))
+    _summarise(plan, inventory, first, outcome)
+    outcome.seconds["total"] = time.perf_counter() - started
+    return outcome
+
+
+def _build(
+    plan: suite.Plan, out_dir: Path, timeout: float, max_unit_bytes: int, outcome: Outcome
+) -> None:
+    with tempfile.TemporaryDirectory(prefix=".pytpu-suite-", dir=out_dir.parent) as building:
+        directory = Path(building)
+        (directory / "data").mkdir()
+        _save_inputs(plan, directory, outcome)
+        index = suite.write(plan, directory)
+        failures = _pytest(plan.root, directory, baseline=True, timeout=timeout * 2)
+        _drop(plan, index, failures, "fails on the original code", outcome)
+        _drop_oversized(plan, directory, max_unit_bytes, outcome)
+        index = suite.write(plan, directory)
+        failures = _pytest(plan.root, directory, baseline=False, timeout=timeout * 2)
+        _drop(plan, index, failures, "not reproducible on the original code", outcome)
+        for unit in plan.units:
+            if not unit.tests:
+                (directory / "data" / f"{unit.slug}.pt").unlink(missing_ok=True)
+        for stale in directory.glob("test_*.py"):
+            stale.unlink()
+        suite.write(plan, directory)
+        _replace(out_dir, directory)
+
+
+def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) -> suite.Plan:
+    units = []
+    for name, captured in first.units.items():
+        file, _, qualname = name.partition("::")
+        units.append(suite.Unit(captured["kind"], file, qualname, captured))
+    units += _borrowed_units(inventory, units)
+    units.sort(key=lambda u: (u.file, u.record.get("line", 0)))
+    for unit in units:
+        if unit.kind == "function":
+            unit.tests = {"result"}
+            continue
+        unit.tests = {"forward", "gradients"}
+        rows = _rows(unit.record)
+        if rows > 1:
+            unit.tests.add("rows")
+            unit.record["rows"] = rows
+    steps_seen, unstable = record.stable_steps(first, second)
+    steps = []
+    for step in inventory.training_steps:
+        events = [e for e in steps_seen if step.owns(e["site"])]
+        if not events:
+            continue
+        skip = None
+        if any(e["key"] in unstable for e in events):
+            skip = "not deterministic: two recorded runs gave different losses or parameters"
+        steps.append(suite.StepPlan(step, events, skip))
+    rerecord = f"pytpu testgen . --run {shlex.quote(command.command)}"
+    if out_dir != root / DEFAULT_OUT:
+        rerecord += f" --out {shlex.quote(out_dir.relative_to(root).as_posix())}"
+    return suite.Plan(
+        root=root,
+        out=out_dir,
+        command=command,
+        timeout=timeout,
+        units=units,
+        steps=steps,
+        metrics=record.stable_metrics(first, second),
+        rerecord=rerecord,
+    )
+
+
+def _borrowed_units(inventory: discover.Inventory, units: list[suite.Unit]) -> list[suite.Unit]:
+    """A module class the run never called directly gets the recording of a subclass that keeps
+    its constructor (the subclass's inputs are valid inputs of the base class too)."""
+    captured = {(u.file, u.name): u for u in units if u.kind == "module"}
+    classes = {(c.file, c.name): c for c in inventory.module_classes}
+    borrowed = []
+    for cls in inventory.module_classes:
+        if (cls.file, cls.name) in captured:
+            continue
+        for (file, name), unit in captured.items():
+            sub = classes.get((file, name))
+            if sub and file == cls.file and cls.name in sub.bases and not sub.defines_init:
+                record = {**unit.record, "line": cls.line, "borrowed_from": name}
+                borrowed.append(suite.Unit("module", cls.file, cls.name, record))
+                break
+    return borrowed
+
+
+def _rows(captured: dict) -> int:
+    tensors = [t for t in captured["args"] if hasattr(t, "dim") and t.dim()]
+    return min(tensors[0].shape[0], suite.MAX_ROWS) if tensors else 0
+
+
+def _save_inputs(plan: suite.Plan, directory: Path, outcome: Outcome) -> None:
+    total = 0
+    for unit in plan.units:
+        size = suite.save_inputs(unit, directory / "data")
+        if total + size > MAX_TOTAL_BYTES:
+            (directory / "data" / f"{unit.slug}.pt").unlink()
+            unit.tests.clear()
+            outcome.untested.append(
+                (unit.kind, f"{unit.file}::{unit.name}", "over the suite's recorded-data cap")
+            )
+            continue
+        total += size
+
+
+def _pytest(root: Path, directory: Path, baseline: bool, timeout: float) -> dict:
+    """Run the suite in a child process; returns (module, test) -> first line of its failure."""
+    report = directory / "junit.xml"
+    env = record.pytpu_support.safe_environment()
+    env["PYTPU_DEVICE"] = "cpu"
+    env.pop(record.pytpu_support.BASELINE_ENV, None)
+    command = [sys.executable, "-m", "pytest", str(directory), "-q", "-p", "no:cacheprovider"]
+    command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]
+    if baseline:
+        env[record.pytpu_support.BASELINE_ENV] = "1"
+        command += ["-m", "not pytpu_program"]
+    try:
+        subprocess.run(command, cwd=root, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TestgenError(f"the generated suite did not finish in {timeout:.0f} s") from None
+    if not report.exists():
+        raise TestgenError("the generated suite did not run (pytest wrote no report)")
+    failures = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        problem = case.find("failure")
+        problem = case.find("error") if problem is None else problem
+        if problem is not None:
+            module = case.get("classname", "").rpartition(".")[2] or case.get("classname", "")
+            message = (problem.get("message") or "").strip().splitlines()
+            failures[(module, case.get("name"))] = message[0][:200] if message else "failed"
+    report.unlink()
+    return failures
+
+
+def _drop(plan: suite.Plan, index: dict, failures: dict, why: str, outcome: Outcome) -> None:
+    for key, message in failures.items():
+        if key not in index:
+            continue
+        target, kind = index[key]
+        if isinstance(target, suite.Unit):
+            target.tests.discard(kind)
+            if kind != "rows":  # a batch-size property that does not hold is not a finding
+                outcome.untested.append(
+                    (target.kind, f"{target.file}::{target.name} ({kind})", f"{why}: {message}")
+                )
+        elif isinstance(target, suite.StepPlan):
+            target.skip = f"{why}: {message}"
+        else:
+            plan.metrics = []
+            outcome.untested.append(("program", "reported metrics", f"{why}: {message}"))
+
+
+def _drop_oversized(plan: suite.Plan, directory: Path, limit: int, outcome: Outcome) -> None:
+    """Recorded inputs and outputs of one unit stay under the limit, or the unit gets no test."""
+    for unit in plan.units:
+        path = directory / "data" / f"{unit.slug}.pt"
+        size = path.stat().st_size if path.exists() else 0
+        if unit.tests and size > limit:
+            unit.tests.clear()
+            path.unlink()
+            reason = (
+                f"its recorded data take {size // 1024} KiB, over the {limit // 1024} KiB a unit"
+                " may record; raise --max-unit-kib"
+            )
+            outcome.untested.append((unit.kind, f"{unit.file}::{unit.name}", reason))
+
+
+def _replace(out_dir: Path, built: Path) -> None:
+    """Swap the new suite in; the previous one is removed only once the new one is in place."""
+    (built / "junit.xml").unlink(missing_ok=True)
+    final = Path(tempfile.mkdtemp(prefix=".pytpu-suite-", dir=out_dir.parent))
+    shutil.copytree(built, final, dirs_exist_ok=True)
+    if out_dir.exists():
+        old = out_dir.with_name(out_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out_dir, old)
+        os.replace(final, out_dir)
+        shutil.rmtree(old)
+    else:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(final, out_dir)
+    for cache in out_dir.rglob("__pycache__"):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
+    for unit in plan.units:
+        if unit.tests:
+            outcome.tested.append((unit.kind, f"{unit.file}::{unit.name}", sorted(unit.tests)))
+    captured = {(u.file, u.name) for u in plan.units if u.tests}
+    skipped = run.skipped
+    for cls in inventory.module_classes:
+        if (cls.file, cls.name) in captured:
+            continue
+        reason = skipped.get(f"{cls.file}::{cls.name}", "not called by the recorded run")
+        if not any(name.startswith(f"{cls.file}::{cls.name} (") for _, name, _ in outcome.untested):
+            outcome.untested.append(("module", f"{cls.file}::{cls.name}", reason))
+    planned = {s.step.ident: s for s in plan.steps}
+    for step in inventory.training_steps:
+        where = f"{step.ident} ({step.function})"
+        chosen = planned.get(step.ident)
+        if chosen is None:
+            outcome.untested.append(("training step", where, "not reached by the recorded run"))
+        elif chosen.skip:
+            outcome.untested.append(("training step", where, chosen.skip))
+        else:
+            what = "first iteration" if step.kind == "optimizer" else "first two losses"
+            outcome.tested.append(("training step", where, [what]))
+    if plan.metrics:
+        outcome.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))

@@ -1,0 +1,181 @@
+"""Recording: run the program's short command with the harness inside it, in a child process.
+
+The child gets a time limit and an environment without tokens or other secrets (the harness's own
+`safe_environment`). The program is recorded twice, at the same time, and only what both runs
+agree on is kept: a unit or number that differs between them is not deterministic.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RUNTIME = Path(__file__).resolve().parent / "runtime"
+
+
+def _load_runtime(name: str):
+    """The runtime is vendored into each suite as plain files; the engine loads the same files."""
+    spec = importlib.util.spec_from_file_location(
+        f"pytpu.engine.testgen.{name}", RUNTIME / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pytpu_support = _load_runtime("pytpu_support")
+
+
+class RecordingFailed(Exception):
+    pass
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    harness: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return [step for record in self.harness for step in record["steps"]]
+
+    @property
+    def units(self) -> dict[str, dict[str, Any]]:
+        merged: dict[str, dict[str, Any]] = {}
+        for record in self.harness:
+            for name, unit in record["units"].items():
+                merged.setdefault(name, unit)
+        return merged
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return {k: v for record in self.harness for k, v in record["skipped"].items()}
+
+
+def run_once(
+    root: Path, command: str, timeout: float, max_unit_bytes: int, probes: list[dict]
+) -> Run:
+    import time
+
+    with tempfile.TemporaryDirectory(prefix="pytpu-record-") as out:
+        env = pytpu_support.safe_environment()
+        settings = {
+            "root": str(root),
+            "out": out,
+            "capture": True,
+            "max_unit_bytes": max_unit_bytes,
+            "probes": probes,
+        }
+        env[pytpu_support.HARNESS_ENV] = json.dumps(settings)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(RUNTIME / "harness"), env.get("PYTHONPATH")])
+        )
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env["PYTHONHASHSEED"] = "0"
+        env["PYTPU_DEVICE"] = "cpu"
+        start = time.perf_counter()
+        try:
+            completed = subprocess.run(
+                command,
+                shell=True,
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RecordingFailed(
+                f"`{command}` did not finish in {timeout:.0f} s; give a shorter command with --run"
+                " (fewer epochs or steps, a dry-run flag)"
+            ) from exc
+        harness = [torch.load(p, weights_only=True) for p in sorted(Path(out).glob("harness-*.pt"))]
+        return Run(
+            completed.returncode,
+            completed.stdout,
+            completed.stderr,
+            time.perf_counter() - start,
+            harness,
+        )
+
+
+def record_twice(
+    root: Path, command: str, timeout: float, max_unit_bytes: int, probes: list[dict]
+) -> tuple[Run, Run]:
+    arguments = (root, command, timeout, max_unit_bytes, probes)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(run_once, *arguments) for _ in range(2)]
+        first, second = (f.result() for f in futures)
+    for run in (first, second):
+        if run.returncode != 0:
+            tail = "\n".join(run.stderr.splitlines()[-12:])
+            raise RecordingFailed(f"`{command}` exited with {run.returncode}:\n{tail}")
+        if not run.harness:
+            raise RecordingFailed(
+                f"`{command}` ran without the harness (does it start Python as `python`?)"
+            )
+    return first, second
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def stable_steps(first: Run, second: Run) -> tuple[list[dict], set[str]]:
+    """The first run's step events, and the call sites whose numbers differ in the second run."""
+    unstable: set[str] = set()
+
+    def numbered(run: Run) -> dict[tuple[str, int], dict]:
+        counts: dict[str, int] = {}
+        events = {}
+        for event in run.steps:
+            counts[event["key"]] = counts.get(event["key"], 0) + 1
+            events[(event["key"], counts[event["key"]])] = event
+        return events
+
+    theirs = numbered(second)
+    for index, event in numbered(first).items():
+        other = theirs.get(index)
+        if other is None or not (
+            _close(event.get("loss"), other.get("loss"))
+            and _close(event.get("parameter_norms"), other.get("parameter_norms"))
+        ):
+            unstable.add(event["key"])
+    return first.steps, unstable
+
+
+def stable_metrics(first: Run, second: Run, limit: int = 20) -> list[list[Any]]:
+    """Metric lines printed by both runs; numbers that differ between them become None."""
+    theirs = pytpu_support.metric_lines(second.stdout)
+    stable = []
+    position = 0
+    for shape, numbers in pytpu_support.metric_lines(first.stdout):
+        match = next((i for i in range(position, len(theirs)) if theirs[i][0] == shape), None)
+        if match is None:
+            continue
+        position = match + 1
+        other = theirs[match][1]
+        kept = [a if _close(a, b) else None for a, b in zip(numbers, other, strict=True)]
+        if any(n is not None for n in kept):
+            stable.append([shape, kept])
+        if len(stable) == limit:
+            break
+    return stable

@@ -1,0 +1,745 @@
+"""PyTPU's harness inside the user's program (vendored into the suite beside pytpu_support.py).
+
+The suite's sitecustomize installs it when PYTPU_HARNESS is set. It fixes the seeds, maps explicit
+CUDA calls to the CPU at run time (the approach of Intel Gaudi's GPU-migration toolkit; the user's
+files are not edited), records the first iteration of each training step, and, while
+`pytpu testgen` records, the first inputs of each module and function the repository defines.
+What it saw is written at exit, one file per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import atexit
+import dataclasses
+import dis
+import enum
+import functools
+import inspect
+import json
+import math
+import os
+import sys
+import types
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+from pytpu_support import (
+    HARNESS_ENV,
+    SEED,
+    HostRandom,
+    UnitUnavailable,
+    _batch_size,
+    _is_definition,
+    _map_tensors,
+    _tensors,
+    device_kind,
+    seed_everything,
+)
+
+# --- CUDA calls mapped to the CPU at run time ----------------------------------------------------
+
+
+def _is_cuda(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.startswith("cuda")
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return False
+
+
+class CudaToCpu(torch.overrides.TorchFunctionMode):
+    """Explicit CUDA placements (`.cuda()`, `.to('cuda')`, `device='cuda:0'`) land on the CPU."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if "device" in kwargs and (_is_cuda(kwargs["device"]) or isinstance(kwargs["device"], int)):
+            kwargs = {**kwargs, "device": "cpu"}
+        if func is torch.Tensor.cuda or func is torch.Tensor.pin_memory:
+            return args[0]
+        if func is torch.Tensor.to and len(args) > 1:
+            target = args[1]
+            if _is_cuda(target) or (isinstance(target, int) and not isinstance(target, bool)):
+                args = (args[0], "cpu", *args[2:])
+        return func(*args, **kwargs)
+
+
+class _CudaEvent:
+    """torch.cuda.Event on the CPU: elapsed_time in milliseconds of wall time."""
+
+    def __init__(self, enable_timing: bool = False, **_: Any):
+        self.time = None
+
+    def record(self, stream: Any = None) -> None:
+        import time
+
+        self.time = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: _CudaEvent) -> float:
+        return (end.time - self.time) * 1000.0
+
+
+def _map_cuda_runtime(in_repo: Any) -> None:
+    """The program takes its CUDA path, as on the GPU it was written for, with the work on the CPU.
+
+    That path is what the migration keeps (its data loading, seeding and device choices), so it is
+    the behaviour to record.
+    """
+    if torch.cuda.is_available():
+        return
+    cuda = torch.cuda
+
+    def for_the_program(real: Any, answer: Any) -> Any:
+        # Only the program's own code sees a GPU; torch's internals keep the truth.
+        def ask(*args: Any, **kwargs: Any) -> Any:
+            if in_repo(sys._getframe(1).f_code.co_filename):
+                return answer
+            return real(*args, **kwargs)
+
+        return ask
+
+    cuda.is_available = for_the_program(cuda.is_available, True)
+    cuda.is_bf16_supported = for_the_program(cuda.is_bf16_supported, True)
+    cuda.get_device_capability = lambda *_: (8, 0)
+    cuda.get_device_properties = lambda *_: types.SimpleNamespace(
+        name="cpu (PyTPU harness)", major=8, minor=0, total_memory=16 << 30, multi_processor_count=1
+    )
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved"):
+        setattr(cuda, name, lambda *_, **__: 0)
+    cuda.reset_peak_memory_stats = lambda *_, **__: None
+    cuda.device_count = for_the_program(cuda.device_count, 1)
+    cuda.current_device = lambda: 0
+    cuda.set_device = lambda *_, **__: None
+    cuda.synchronize = lambda *_, **__: None
+    cuda.empty_cache = lambda: None
+    cuda.get_device_name = lambda *_: "cpu (PyTPU harness)"
+    cuda.Event = _CudaEvent
+    original_load = torch.load
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        location = kwargs.get("map_location")
+        if _is_cuda(location) or isinstance(location, int):
+            kwargs["map_location"] = "cpu"
+        elif isinstance(location, dict):
+            kwargs["map_location"] = {k: "cpu" if _is_cuda(v) else v for k, v in location.items()}
+        return original_load(*args, **kwargs)
+
+    torch.load = load
+    import torch.distributed as dist
+
+    original_init = dist.init_process_group
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if args and args[0] == "nccl":
+            args = ("gloo", *args[1:])
+        if kwargs.get("backend") == "nccl":
+            kwargs["backend"] = "gloo"
+        kwargs.pop("device_id", None)
+        return original_init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    from torch.nn.parallel import DistributedDataParallel
+
+    original_ddp = DistributedDataParallel.__init__
+
+    def ddp_init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.pop("device_ids", None)
+        kwargs.pop("output_device", None)
+        args = args[2:] if len(args) >= 2 else ()
+        original_ddp(self, module, *args, **kwargs)
+
+    DistributedDataParallel.__init__ = ddp_init
+    from torch.utils.data import DataLoader
+
+    original_loader = DataLoader.__init__
+
+    def loader_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["pin_memory"] = False  # pinned memory needs a GPU; on the CPU it changes nothing
+        original_loader(self, *args, **kwargs)
+
+    DataLoader.__init__ = loader_init
+
+
+# --- the harness --------------------------------------------------------
+
+
+# Samples kept of a recorded batch (the leading dimension of the inputs).
+KEPT_SAMPLES = 4
+
+
+class Harness:
+    """What the harness watches in one process of the program."""
+
+    def __init__(self, settings: dict[str, Any]):
+        self.settings = settings
+        self.root = Path(settings["root"]).resolve()
+        self.out = Path(settings["out"])
+        self.capture = settings.get("capture", False)
+        self.max_unit_bytes = settings.get("max_unit_bytes", 1 << 20)
+        self.steps: list[dict[str, Any]] = []  # optimizer steps of the first iteration of each site
+        self.finished_sites: set[str] = set()
+        self.stepped: dict[str, set[int]] = {}
+        self.step_lines: dict[tuple[str, str, str], list[int]] = {}
+        self.backwards: list[dict[str, Any]] = []  # first backward passes of each call site
+        self.last_loss: float | None = None
+        self.units: dict[str, dict[str, Any]] = {}  # captured modules and functions
+        self.skipped: dict[str, str] = {}
+        self.constructors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.repo_files: dict[str, bool] = {}
+        self.busy = False
+        self.probing: str | None = None  # the class being called for the suite, not the program
+
+    # where code comes from
+
+    def in_repo(self, filename: str) -> bool:
+        known = self.repo_files.get(filename)
+        if known is None:
+            try:
+                path = Path(filename).resolve()
+                parts = path.relative_to(self.root).parts if self.root in path.parents else ()
+                known = path.suffix == ".py" and bool(parts)
+                # The repository's tests, this suite and environments inside it are not its code.
+                known = known and not any(
+                    part in ("tests", "site-packages") or part.startswith(".") for part in parts
+                )
+            except (OSError, ValueError):
+                known = False
+            self.repo_files[filename] = known
+        return known
+
+    def relative(self, filename: str) -> str:
+        return Path(filename).resolve().relative_to(self.root).as_posix()
+
+    def call_site(self) -> tuple[str, int, str] | None:
+        """The innermost frame of the repository's code: file, line and function."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if self.in_repo(frame.f_code.co_filename):
+                code = frame.f_code
+                return self.relative(code.co_filename), frame.f_lineno, code.co_qualname
+            frame = frame.f_back
+        return None
+
+    # installation
+
+    def install(self) -> None:
+        seed_everything(self.settings.get("seed", SEED))
+        if device_kind() == "cpu":
+            _map_cuda_runtime(self.in_repo)
+            CudaToCpu().__enter__()
+        else:  # the migrated code runs as it is: a CUDA call left in it must show
+            HostRandom().__enter__()
+        self._watch_training()
+        if self.capture:
+            self._watch_units()
+        atexit.register(self.write)
+
+    def _watch_training(self) -> None:
+        harness = self
+        original_backward = torch.Tensor.backward
+
+        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if tensor.numel() == 1:
+                harness.last_loss = float(tensor.detach().cpu().double())
+                harness.note_backward()
+            return original_backward(tensor, *args, **kwargs)
+
+        torch.Tensor.backward = backward
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        register_optimizer_step_pre_hook(self._before_step)
+        register_optimizer_step_post_hook(self._after_step)
+
+    def site_key(self, site: tuple[str, int, str], kind: str) -> str:
+        # Lines move when code is migrated; the k-th call site of a function does not.
+        file, line, function = site
+        lines = self.step_lines.setdefault((file, function, kind), [])
+        if line not in lines:
+            lines.append(line)
+        return f"{file}::{function}#{kind}{lines.index(line) + 1}"
+
+    def note_backward(self) -> None:
+        """The losses of the first two backward passes of each call site: where parameters are
+        updated by hand, the second loss shows the update."""
+        site = self.call_site()
+        if site is None:
+            return
+        key = self.site_key(site, "backward")
+        if sum(event["key"] == key for event in self.backwards) < 2:
+            event = {"site": f"{site[0]}:{site[1]}", "key": key, "loss": self.last_loss}
+            self.backwards.append(event)
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        site = self.call_site()
+        optimizer._pytpu_site = None
+        if site is None:
+            return
+        file, line, function = site
+        key = self.site_key(site, "step")
+        stepped = self.stepped.setdefault(key, set())
+        if id(optimizer) in stepped:
+            self.finished_sites.add(key)
+        if key in self.finished_sites:
+            return
+        stepped.add(id(optimizer))
+        optimizer._pytpu_site = key
+        self.steps.append(
+            {
+                "site": f"{file}:{line}",
+                "key": key,
+                "optimizer": type(optimizer).__name__,
+                "loss": self.last_loss,
+            }
+        )
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if getattr(optimizer, "_pytpu_site", None) is None:
+            return
+        norms = [
+            float(p.detach().cpu().double().norm())
+            for group in optimizer.param_groups
+            for p in group["params"]
+        ]
+        self.steps[-1]["parameter_norms"] = norms
+        optimizer._pytpu_site = None
+
+    # capturing the first inputs of each module and function (recording only)
+
+    def _watch_units(self) -> None:
+        harness = self
+        module_init = torch.nn.Module.__init__
+        module_call = torch.nn.Module.__call__
+
+        def init(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+            module_init(module, *args, **kwargs)
+            if harness.is_repo_class(type(module)):
+                harness.constructors[module] = harness.constructor_arguments(module)
+
+        def call(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            cls = type(module)
+            if harness.busy or not harness.is_repo_class(cls):
+                return module_call(module, *args, **kwargs)
+            name = harness.class_id(cls)
+            if name in harness.units or name in harness.skipped:
+                return module_call(module, *args, **kwargs)
+            harness.busy = True
+            try:
+                harness.capture_module(module, name, args, kwargs)
+            finally:
+                harness.busy = False
+            return module_call(module, *args, **kwargs)
+
+        torch.nn.Module.__init__ = init
+        torch.nn.Module.__call__ = call
+        sys.setprofile(self._profile)
+
+    def is_repo_class(self, cls: type) -> bool:
+        module = sys.modules.get(cls.__module__)
+        filename = module_file(module)
+        return bool(filename) and self.in_repo(filename)
+
+    def class_id(self, cls: type) -> str:
+        module = sys.modules[cls.__module__]
+        return f"{self.relative(module_file(module))}::{cls.__qualname__}"
+
+    def constructor_arguments(self, module: torch.nn.Module) -> dict[str, Any]:
+        """The arguments of the outermost __init__ of this instance, read from its frame."""
+        frame, outer = sys._getframe(2), None
+        while frame is not None and frame.f_code.co_name == "__init__":
+            names = frame.f_code.co_varnames
+            if not names or frame.f_locals.get(names[0]) is not module:
+                break
+            outer, frame = frame, frame.f_back
+        if outer is None:
+            return {"error": "constructed without an __init__ of its own"}
+        info = inspect.getargvalues(outer)
+        arguments = {name: info.locals[name] for name in info.args[1:]}
+        if info.varargs and info.locals.get(info.varargs):
+            return {"error": f"constructed with *{info.varargs}"}
+        if info.keywords:
+            arguments.update(info.locals.get(info.keywords) or {})
+        try:
+            return {"kwargs": {key: describe(value) for key, value in arguments.items()}}
+        except UnitUnavailable as exc:
+            return {"error": str(exc)}
+
+    def script_globals(self, code_objects: list[types.CodeType], namespace: dict) -> dict:
+        """Module-level values a script's definition reads (scripts are loaded without running).
+
+        Names the script binds by an import, def or class are loaded with it; every other global
+        the code reads must be written down, or the unit cannot be reproduced.
+        """
+        names: set[str] = set()
+        pending = list(code_objects)
+        while pending:
+            code = pending.pop()
+            names.update(
+                i.argval
+                for i in dis.get_instructions(code)
+                if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+            )
+            pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        defined = _defined_names(module_file(sys.modules.get(namespace.get("__name__"))) or "")
+        return {
+            name: describe(namespace[name])
+            for name in sorted(names)
+            if name in namespace and name not in defined and not name.startswith("__")
+        }
+
+    def capture_module(self, module: torch.nn.Module, name: str, args: tuple, kwargs: dict) -> None:
+        cls = type(module)
+        constructor = self.constructors.get(module, {"error": "constructed before recording"})
+        if "error" in constructor:
+            self.skipped[name] = constructor["error"]
+            return
+        try:
+            record = self.unit_record(cls.__module__, args, kwargs)
+            codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+            record.update(
+                kind="module",
+                constructor=constructor["kwargs"],
+                training=module.training,
+                globals=self.script_globals(codes, sys.modules[cls.__module__].__dict__)
+                if record["script"]
+                else {},
+                line=inspect.getsourcelines(cls)[1],
+                submodule_of_repo=False,
+            )
+        except UnitUnavailable as exc:
+            self.skipped[name] = str(exc)
+            return
+        except (OSError, TypeError) as exc:
+            self.skipped[name] = f"not inspectable: {exc}"
+            return
+        if self.probing:
+            record["probe"] = self.probing
+        self.units[name] = record
+        self.skipped.pop(name, None)
+
+    def unit_record(self, module_name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+        tensors = _tensors([args, kwargs])
+        if not tensors:
+            raise UnitUnavailable("called without tensor inputs")
+        for value in [*args, *kwargs.values()]:
+            describe_input(value)
+        args, kwargs = _map_tensors([list(args), dict(kwargs)], lambda t: t.detach().cpu().clone())
+        size = sum(t.numel() * t.element_size() for t in _tensors([args, kwargs]))
+        cut = {}
+        batch = _batch_size([args, kwargs]) if any(t.dim() for t in _tensors(args)) else 0
+        if batch > KEPT_SAMPLES:  # a few samples pin the behaviour; outputs stay small too
+            args, kwargs = self.cut_batch(args, kwargs)
+            cut = {"cut": KEPT_SAMPLES, "batch": batch}
+            size = sum(t.numel() * t.element_size() for t in _tensors([args, kwargs]))
+            if size > self.max_unit_bytes:
+                raise UnitUnavailable(
+                    f"its inputs take {size // 1024} KiB, over the {self.max_unit_bytes // 1024}"
+                    " KiB a unit may record; raise --max-unit-kib or exclude the unit"
+                )
+        module = sys.modules[module_name]
+        return {
+            "args": args,
+            "kwargs": kwargs,
+            "file": self.relative(module_file(module)),
+            "script": module_name == "__main__" or module_name == "__mp_main__",
+            **cut,
+        }
+
+    def cut_batch(self, args: list, kwargs: dict) -> tuple[list, dict]:
+        """Keep the first few samples of inputs that share the first input's leading size."""
+        size = _batch_size([args, kwargs])
+        return _map_tensors(
+            [args, kwargs],
+            lambda t: t[:KEPT_SAMPLES].clone() if t.dim() and t.shape[0] == size else t,
+        )
+
+    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event != "call" and event != "return":
+            return
+        code = frame.f_code
+        if not self.in_repo(code.co_filename) or "." in code.co_qualname:
+            return
+        if code.co_name.startswith("<") or frame.f_globals.get(code.co_name) is None:
+            return
+        name = f"{self.relative(code.co_filename)}::{code.co_name}"
+        if event == "call":
+            if name in self.units or name in self.skipped or self.busy:
+                return
+            info = inspect.getargvalues(frame)
+            if info.varargs or info.keywords:
+                return
+            values = [info.locals[a] for a in info.args]
+            if not _tensors(values):
+                return
+            self.busy = True
+            try:
+                record = self.unit_record(frame.f_globals["__name__"], tuple(values), {})
+                record.update(
+                    kind="function",
+                    line=code.co_firstlineno,
+                    pending=id(frame),
+                    globals=self.script_globals([code], frame.f_globals)
+                    if record["script"]
+                    else {},
+                )
+                self.units[name] = record
+            except UnitUnavailable as exc:
+                self.skipped[name] = str(exc)
+            finally:
+                self.busy = False
+        else:
+            record = self.units.get(name)
+            if record is None or record.get("pending") != id(frame):
+                return
+            del record["pending"]
+            if not _tensors(arg) or not all(_describable_output(v) for v in [arg]):
+                del self.units[name]
+                self.skipped.setdefault(name, "does not return tensors")
+
+    def write(self) -> None:
+        sys.setprofile(None)
+        if self.capture:
+            # Twice: a class may be called inside another that comes later in the list.
+            for probe in [*self.settings.get("probes", ()), *self.settings.get("probes", ())]:
+                self.call_uncalled(probe)
+        for name, record in list(self.units.items()):
+            if record.pop("pending", None) is not None:
+                del self.units[name]
+        result = {
+            "steps": self.steps + self.backwards,
+            "units": self.units,
+            "skipped": self.skipped,
+            "xla_executions": _xla_executions(),
+        }
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / f"harness-{os.getpid()}.pt"
+        torch.save(result, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+
+    # classes the run never called: constructed as the repository does, fed what the first layer
+    # expects
+
+    def call_uncalled(self, probe: dict[str, Any]) -> None:
+        name = f"{probe['file']}::{probe['class']}"
+        if name in self.units:
+            return
+        cls = getattr(self.loaded(probe["file"]), probe["class"], None)
+        if not isinstance(cls, type):
+            return
+        try:
+            arguments = self.probe_arguments(cls, probe)
+            seed_everything()
+            module = cls(**arguments)
+            example, layer = first_layer_input(module)
+            self.skipped.pop(name, None)
+            self.probing = probe["class"]
+            module(example)
+        except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
+            self.units.pop(name, None)
+            self.skipped.setdefault(
+                name, f"not called by the run, and a call made for it failed: {exc}"
+            )
+            return
+        finally:
+            self.probing = None
+        if name in self.units:
+            self.units[name]["made_for"] = layer
+
+    def loaded(self, relative: str) -> types.ModuleType | None:
+        path = (self.root / relative).resolve()
+        for module in list(sys.modules.values()):
+            filename = module_file(module)
+            if filename and Path(filename).resolve() == path:
+                return module
+        return None
+
+    def probe_arguments(self, cls: type, probe: dict[str, Any]) -> dict[str, Any]:
+        """The constructor arguments of a call site, evaluated where it is (plain expressions
+        only), or none when every parameter has a default."""
+        parameters = list(inspect.signature(cls).parameters)
+        problems = []
+        for site in probe.get("sites", ()):
+            namespace = getattr(self.loaded(site["file"]), "__dict__", None)
+            if namespace is None:
+                problems.append(f"{site['file']} is not loaded")
+                continue
+            try:
+                values = [_evaluate(source, namespace) for source in site["args"]]
+                keywords = {k: _evaluate(v, namespace) for k, v in site["kwargs"].items()}
+            except (NameError, AttributeError, ValueError) as exc:
+                problems.append(f"{site['file']}: {exc}")
+                continue
+            return {**dict(zip(parameters, values, strict=False)), **keywords}
+        signature = inspect.signature(cls)
+        if all(p.default is not p.empty for p in signature.parameters.values()):
+            return {}
+        detail = "; ".join(problems) or "it is never constructed"
+        raise UnitUnavailable(f"no constructor arguments known when the run ended ({detail})")
+
+
+def _evaluate(source: str, namespace: dict[str, Any]) -> Any:
+    """Evaluate a name, attribute, literal or arithmetic on them; nothing that calls code."""
+    tree = ast.parse(source, mode="eval")
+    allowed = (ast.Expression, ast.Name, ast.Attribute, ast.Constant, ast.Load, ast.BinOp,
+               ast.UnaryOp, ast.operator, ast.unaryop, ast.Tuple, ast.List)  # fmt: skip
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+        raise ValueError(f"{source}: not a plain expression")
+    return eval(compile(tree, "<call site>", "eval"), dict(namespace))  # noqa: S307
+
+
+def first_layer_input(module: torch.nn.Module) -> tuple[torch.Tensor, str]:
+    """An input of the shape the module's first layer expects: token ids for an embedding,
+    else features for the first linear, convolution or recurrent layer."""
+    layers = list(module.modules())
+    embedding = next((m for m in layers if isinstance(m, torch.nn.Embedding)), None)
+    if embedding is not None:
+        ids = torch.randint(0, embedding.num_embeddings, (8, KEPT_SAMPLES))
+        return ids, f"token ids for its {embedding}"
+    for layer in layers:
+        if isinstance(layer, torch.nn.Linear):
+            return torch.randn(KEPT_SAMPLES, layer.in_features), f"features for its {layer}"
+        if isinstance(layer, torch.nn.modules.conv._ConvNd):
+            size = (KEPT_SAMPLES, layer.in_channels, *[16] * len(layer.kernel_size))
+            return torch.randn(size), f"images for its {layer}"
+        if isinstance(layer, torch.nn.RNNBase):
+            shape = (KEPT_SAMPLES, 8) if layer.batch_first else (8, KEPT_SAMPLES)
+            return torch.randn(*shape, layer.input_size), f"sequences for its {layer}"
+    raise UnitUnavailable("no embedding, linear, convolution or recurrent layer to size an input")
+
+
+_MAIN_FILE = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None
+
+
+def module_file(module: types.ModuleType | None) -> str | None:
+    """A module's file; Python drops `__main__.__file__` when the script ends, so its path is
+    also taken from sys.argv (at start-up, before the program could change directory)."""
+    filename = getattr(module, "__file__", None)
+    if filename is None and getattr(module, "__name__", None) == "__main__":
+        main = sys.argv[0] if sys.argv and sys.argv[0] else None
+        filename = _MAIN_FILE if _MAIN_FILE and main and Path(main).name in _MAIN_FILE else None
+    return os.path.abspath(filename) if filename else None
+
+
+def _xla_executions() -> int | None:
+    if "torch_xla" not in sys.modules:
+        return None
+    import torch_xla.debug.metrics as met
+
+    return (met.counter_value("ExecuteComputation") or 0) + (
+        met.counter_value("ExecuteReplicated") or 0
+    )
+
+
+def _describable_output(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_describable_output(v) for v in value)
+    return isinstance(value, (int, float, bool, type(None)))
+
+
+def describe_input(value: Any) -> None:
+    """Inputs are stored as data: tensors, plain values and containers of them."""
+    if isinstance(value, torch.Tensor) or value is None:
+        return
+    if isinstance(value, (bool, int, float, str)):
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            describe_input(item)
+        return
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        for item in value.values():
+            describe_input(item)
+        return
+    raise UnitUnavailable(f"an input of type {type(value).__name__} cannot be recorded as data")
+
+
+def describe(value: Any) -> dict[str, Any]:
+    """A JSON description of a constructor argument or script value that can be written as code."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return {"literal": value}
+    if isinstance(value, float):
+        return {"literal": value} if math.isfinite(value) else {"code": f"float('{value}')"}
+    if isinstance(value, (list, tuple)):
+        return {"sequence": type(value).__name__, "items": [describe(v) for v in value]}
+    if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
+        return {"mapping": [[describe(k), describe(v)] for k, v in value.items()]}
+    if isinstance(value, torch.dtype):
+        return {"code": str(value), "imports": ["torch"]}
+    if isinstance(value, torch.device):
+        return {"device": True}
+    if isinstance(value, argparse.Namespace):
+        return {
+            "call": "argparse.Namespace",
+            "imports": ["argparse"],
+            "kwargs": _fields(vars(value)),
+        }
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+        return {"class": _class_reference(type(value)), "kwargs": _fields(fields)}
+    if isinstance(value, enum.Enum):
+        return {"class": _class_reference(type(value)), "member": value.name}
+    if isinstance(value, type) or callable(value):
+        module = getattr(value, "__module__", None)
+        qualname = getattr(value, "__qualname__", None)
+        if module and qualname and "<" not in qualname and module.split(".")[0] == "torch":
+            return {"code": f"{_public_torch_path(module, qualname)}", "imports": ["torch"]}
+    raise UnitUnavailable(f"a value of type {type(value).__name__} cannot be written as code")
+
+
+def _public_torch_path(module: str, qualname: str) -> str:
+    import torch.nn  # noqa: F401 - resolve public aliases below
+
+    for public in ("torch", "torch.nn", "torch.nn.functional"):
+        namespace = sys.modules.get(public)
+        if namespace is not None and getattr(namespace, qualname, None) is not None:
+            if getattr(namespace, qualname).__module__ == module:
+                return f"{public}.{qualname}"
+    return f"{module}.{qualname}"
+
+
+def _fields(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: describe(item) for key, item in values.items()}
+
+
+def _class_reference(cls: type) -> dict[str, str]:
+    module = sys.modules.get(cls.__module__)
+    return {"module": cls.__module__, "file": module_file(module) or "",
+            "qualname": cls.__qualname__}  # fmt: skip
+
+
+@functools.cache
+def _defined_names(filename: str) -> frozenset[str]:
+    """Names a file binds by imports, defs and classes at module level."""
+    try:
+        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names = set()
+    for node in tree.body:
+        if not _is_definition(node):
+            continue
+        for inner in ast.walk(node) if isinstance(node, ast.Try) else [node]:
+            if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in inner.names)
+            elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(inner.name)
+    return frozenset(names)
+
+
+def install_harness() -> None:
+    """Called by the suite's sitecustomize inside the user's program when PYTPU_HARNESS is set."""
+    settings = json.loads(os.environ[HARNESS_ENV])
+    Harness(settings).install()

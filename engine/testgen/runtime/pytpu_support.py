@@ -1,0 +1,502 @@
+"""Support for the characterisation tests that `pytpu testgen` writes (vendored into the suite).
+
+The tests pin down what the code does today, on the CPU, so that the same files can check the code
+after its migration to PyTorch/XLA. One switch decides where the code under test runs:
+PYTPU_DEVICE=cpu (the default) or PYTPU_DEVICE=xla. This file needs only the standard library and
+torch (torch_xla on the XLA side); it is copied verbatim from the pytpu package, so edit it there.
+`run_program` runs the user's program with pytpu_harness.py installed inside it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SEED = 0
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+
+# Tolerances by dtype, in one place: (rtol, atol) for torch.testing.assert_close. float32 is looser
+# than torch's default because XLA fuses and reorders float work; the others are torch's defaults.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float16: (1e-3, 1e-5),
+}
+# Gradients and parameters after an optimizer step sum many products: ten times the above.
+GRADIENT_FACTOR = 10
+# Printed metrics carry a few digits: relative 1e-3, or one unit in the last printed digit.
+METRIC_RTOL = 1e-3
+
+BASELINE_ENV = "PYTPU_TESTGEN_BASELINE"  # set by `pytpu testgen`: write expectations, not compare
+HARNESS_ENV = "PYTPU_HARNESS"  # JSON settings of the harness inside the user's program
+
+
+class UnitUnavailable(Exception):
+    """The unit cannot be exercised here (the reason is the message)."""
+
+
+# --- where the code under test runs -----------------------------------------------------------
+
+
+def device_kind() -> str:
+    kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
+    if kind not in ("cpu", "xla"):
+        raise SystemExit(f"PYTPU_DEVICE={kind!r}: use cpu or xla")
+    return kind
+
+
+def device() -> torch.device:
+    if device_kind() == "xla":
+        import torch_xla
+
+        return torch_xla.device()
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int = SEED) -> None:
+    """Seed every generator a test or program may draw from; on XLA also its own generator."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    if device_kind() == "xla":
+        import torch_xla.backends
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(seed)
+        # Full fp32 matmuls, as on the CPU, so that recorded numbers can be compared.
+        torch_xla.backends.set_mat_mul_precision("highest")
+
+
+def to_device(value: Any, target: torch.device | None = None) -> Any:
+    target = device() if target is None else target
+    if isinstance(value, torch.Tensor):
+        return value.to(target)
+    if isinstance(value, (list, tuple)):
+        moved = [to_device(item, target) for item in value]
+        return type(value)(moved) if not hasattr(value, "_fields") else type(value)(*moved)
+    if isinstance(value, dict):
+        return {key: to_device(item, target) for key, item in value.items()}
+    return value
+
+
+def to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, (list, tuple)):
+        moved = [to_cpu(item) for item in value]
+        return type(value)(moved) if not hasattr(value, "_fields") else type(value)(*moved)
+    if isinstance(value, dict):
+        return {key: to_cpu(item) for key, item in value.items()}
+    return value
+
+
+# --- loading the code under test ---------------------------------------------------------------
+
+
+def repository_root() -> Path:
+    """The suite lives in <root>/tests/pytpu (or wherever --out put it); the root is recorded."""
+    settings = json.loads((HERE / "suite.json").read_text())
+    return (HERE / settings["root"]).resolve()
+
+
+def import_file(relative: str) -> types.ModuleType:
+    """Import a module of the repository by path, as the program imported it."""
+    path = repository_root() / relative
+    name = "pytpu_unit_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_script(relative: str, **names: Any) -> types.ModuleType:
+    """Load a script's imports, functions and classes without running the script.
+
+    A script runs its program when executed, so only its definitions are loaded; the module-level
+    values those definitions read are given as `names`, with the values the recorded run had.
+    """
+    path = repository_root() / relative
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree.body = [node for node in tree.body if _is_definition(node)]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    module = types.ModuleType("pytpu_script_" + re.sub(r"\W", "_", relative.removesuffix(".py")))
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module
+    module.__dict__.update(names)
+    exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own definitions
+    module.__dict__.update(names)  # a definition must not shadow what the run had
+    return module
+
+
+def _is_definition(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(node, ast.AsyncFunctionDef):
+        return True
+    if isinstance(node, ast.Try):  # try: import x / except ImportError: ...
+        return all(_is_definition(inner) for inner in node.body)
+    return False
+
+
+def build(factory: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
+    """Construct a module with seeded initialisation on the CPU, then move it to the device."""
+    seed_everything()
+    module = factory(*args, **kwargs)
+    return module.to(device())
+
+
+def load_inputs(name: str) -> tuple[list[Any], dict[str, Any]]:
+    record = _load(name)
+    return to_device(list(record["args"])), to_device(dict(record["kwargs"]))
+
+
+def call(unit: Any, inputs: tuple[list[Any], dict[str, Any]]) -> Any:
+    args, kwargs = inputs
+    seed_everything()
+    with _host_random():
+        return unit(*args, **kwargs)
+
+
+def scalar_of(output: Any) -> torch.Tensor:
+    """A scalar that depends on every floating-point value of `output`, to take gradients of."""
+    tensors = [t for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
+    if not tensors:
+        raise UnitUnavailable("the output has no differentiable tensor")
+    return sum(t.float().square().mean() for t in tensors)
+
+
+def gradients(module: torch.nn.Module, inputs: Any, output: Any) -> dict[str, Any]:
+    """Backward of `scalar_of(output)`: each parameter's gradient norm, the inputs' gradients."""
+    scalar_of(output).backward()
+    norms = {
+        name: p.grad.detach().double().norm().cpu()
+        for name, p in module.named_parameters()
+        if p.grad is not None
+    }
+    return {"parameters": norms, "inputs": [t.grad for t in _tensors(inputs) if t.requires_grad]}
+
+
+def float_inputs_require_grad(inputs: tuple[list[Any], dict[str, Any]]) -> None:
+    for tensor in _tensors(inputs):
+        if tensor.is_floating_point():
+            tensor.requires_grad_(True)
+
+
+def batch_rows(inputs: tuple[list[Any], dict[str, Any]], rows: int) -> tuple[list, dict]:
+    """The first `rows` samples of every input that carries the recorded batch dimension."""
+    size = _batch_size(inputs)
+    return _map_tensors(inputs, lambda t: t[:rows] if t.dim() and t.shape[0] == size else t)
+
+
+def check_rows_follow(model: torch.nn.Module, inputs: tuple[list, dict], rows: int) -> None:
+    """The first `rows` samples of the input give the first `rows` of the output."""
+    size = batch_size(inputs)
+    with torch.no_grad():
+        whole = to_cpu(call(model, inputs))
+        part = to_cpu(call(model, batch_rows(inputs, rows)))
+    expected = _map_tensors(whole, lambda t: t[:rows] if t.dim() and t.shape[0] == size else t)
+    assert_close(part, expected, what=f"the first {rows} rows")
+
+
+def batch_size(inputs: tuple[list[Any], dict[str, Any]]) -> int:
+    return _batch_size(inputs)
+
+
+def _batch_size(inputs: Any) -> int:
+    first = next((t for t in _tensors(inputs) if t.dim()), None)
+    if first is None:
+        raise UnitUnavailable("no input has a batch dimension")
+    return first.shape[0]
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    return []
+
+
+def _map_tensors(value: Any, fn: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        mapped = [_map_tensors(item, fn) for item in value]
+        return type(value)(mapped) if not hasattr(value, "_fields") else type(value)(*mapped)
+    if isinstance(value, dict):
+        return {key: _map_tensors(item, fn) for key, item in value.items()}
+    return value
+
+
+# --- expectations --------------------------------------------------------------------------------
+
+
+def _data_path(name: str) -> Path:
+    return DATA / f"{name}.pt"
+
+
+def _load(name: str) -> dict[str, Any]:
+    path = _data_path(name)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: recorded data missing; re-record with `pytpu testgen`")
+    return torch.load(path, weights_only=True)
+
+
+def expect(name: str, key: str, actual: Any, factor: float = 1) -> None:
+    """Compare `actual` with the recording `name`/`key`; under PYTPU_TESTGEN_BASELINE, record it."""
+    actual = to_cpu(actual)
+    if os.environ.get(BASELINE_ENV):
+        record = _load(name)
+        record.setdefault("expected", {})[key] = actual
+        temporary = _data_path(name).with_suffix(".tmp")
+        torch.save(record, temporary)
+        temporary.replace(_data_path(name))
+        return
+    expected = _load(name).get("expected", {})
+    if key not in expected:
+        raise AssertionError(f"no recorded {key!r} for {name}; re-record with `pytpu testgen`")
+    assert_close(actual, expected[key], factor, what=f"{name}: {key}")
+
+
+def assert_close(actual: Any, expected: Any, factor: float = 1, what: str = "value") -> None:
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise AssertionError(f"{what}: expected a tensor, got {type(actual).__name__}")
+        rtol, atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
+        torch.testing.assert_close(
+            actual, expected, rtol=rtol * factor, atol=atol * factor, msg=lambda m: f"{what}: {m}"
+        )
+    elif isinstance(expected, dict):
+        if set(actual) != set(expected):
+            raise AssertionError(f"{what}: keys {sorted(actual)} != recorded {sorted(expected)}")
+        for key in expected:
+            assert_close(actual[key], expected[key], factor, f"{what}[{key!r}]")
+    elif isinstance(expected, (list, tuple)):
+        if len(actual) != len(expected):
+            raise AssertionError(f"{what}: {len(actual)} items, recorded {len(expected)}")
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_close(a, e, factor, f"{what}[{index}]")
+    elif isinstance(expected, float):
+        if not math.isclose(actual, expected, rel_tol=1e-4 * factor, abs_tol=1e-6 * factor):
+            raise AssertionError(f"{what}: {actual!r} != recorded {expected!r}")
+    elif actual != expected:
+        raise AssertionError(f"{what}: {actual!r} != recorded {expected!r}")
+
+
+# --- random numbers on the XLA side ------------------------------------------------------------
+
+_RANDOM_FACTORIES = {
+    torch.rand, torch.randn, torch.randint, torch.randperm, torch.normal,
+    torch.rand_like, torch.randn_like, torch.randint_like, torch.bernoulli, torch.multinomial,
+    torch.Tensor.bernoulli, torch.Tensor.multinomial,
+}  # fmt: skip
+_RANDOM_IN_PLACE = {
+    torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.bernoulli_, torch.Tensor.random_,
+    torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_,
+    torch.Tensor.cauchy_,
+    # torch.nn.init hands its own function to the mode, and the draw inside it is not seen again
+    torch.nn.init.uniform_, torch.nn.init.normal_, torch.nn.init.trunc_normal_,
+    torch.nn.init.xavier_uniform_, torch.nn.init.xavier_normal_, torch.nn.init.kaiming_uniform_,
+    torch.nn.init.kaiming_normal_, torch.nn.init.orthogonal_, torch.nn.init.sparse_,
+}  # fmt: skip
+_DROPOUTS = {torch.nn.functional.dropout, torch.dropout, torch.nn.functional.dropout1d,
+             torch.nn.functional.dropout2d, torch.nn.functional.dropout3d}  # fmt: skip
+
+
+class HostRandom(torch.overrides.TorchFunctionMode):
+    """On XLA, draw random numbers from the CPU generator and move them to the device.
+
+    XLA's generator gives other numbers than the CPU's for the same seed; drawing on the CPU keeps
+    dropout masks, noise and initial values equal to the recording, so results stay comparable.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _RANDOM_FACTORIES:
+            on_xla = [t.device for t in _tensors([args, kwargs]) if t.device.type == "xla"]
+            target = kwargs.get("device")
+            if target is not None and torch.device(target).type == "xla":
+                on_xla.append(torch.device(target))
+            if on_xla:
+                args, kwargs = _map_tensors([list(args), dict(kwargs)], lambda t: t.cpu())
+                if target is not None:
+                    kwargs["device"] = "cpu"
+                return func(*args, **kwargs).to(on_xla[0])
+        elif func in _RANDOM_IN_PLACE:
+            target = args[0] if args else kwargs.get("tensor")
+            if isinstance(target, torch.Tensor) and target.device.type == "xla":
+                on_cpu = target.detach().cpu()
+                if args:
+                    func(on_cpu, *args[1:], **kwargs)
+                else:
+                    func(**{**kwargs, "tensor": on_cpu})
+                with torch.no_grad():
+                    return target.copy_(on_cpu.to(target.device))
+        elif func in _DROPOUTS and args and isinstance(args[0], torch.Tensor):
+            x = args[0]
+            training = kwargs.get("training", args[2] if len(args) > 2 else True)
+            probability = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+            if x.device.type == "xla" and training and probability > 0:
+                # The CPU computes dropout as x * mask; drawing the mask on ones gives that mask.
+                ones = torch.ones(x.shape, dtype=x.dtype, device="cpu")
+                mask = func(ones, probability, True)
+                return x * mask.to(x.device)
+        return func(*args, **kwargs)
+
+
+class _NoMode:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _host_random():
+    return HostRandom() if device_kind() == "xla" else _NoMode()
+
+
+# --- running the program --------------------------------------------------------------------
+
+
+class ProgramRun:
+    def __init__(self, returncode: int, stdout: str, stderr: str, harness: list[dict[str, Any]]):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.steps = [step for record in harness for step in record["steps"]]
+        self.executions = sum(record.get("xla_executions") or 0 for record in harness)
+
+
+def command_for_device(command: str, accelerator_flag: str | None) -> str:
+    """On XLA, a `--device cpu` argument names the XLA device, and an accelerator flag is passed."""
+    if device_kind() != "xla":
+        return command
+    command = re.sub(r"(--device(?:_type)?(?:=|\s+))cpu\b", r"\1xla", command)
+    if accelerator_flag and not re.search(rf"(^|\s){re.escape(accelerator_flag)}(\s|$)", command):
+        command = f"{command} {accelerator_flag}"  # the python invocation ends the line
+    return command
+
+
+def run_program(command: str, timeout: float, accelerator_flag: str | None = None) -> ProgramRun:
+    """Run the program's short command with the harness; this environment's secrets stay out."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pytpu-run-") as out:
+        env = safe_environment()
+        env[HARNESS_ENV] = json.dumps({"root": str(repository_root()), "out": out})
+        paths = [str(HERE / "harness"), env.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env["PYTHONHASHSEED"] = "0"
+        completed = subprocess.run(
+            command_for_device(command, accelerator_flag),
+            shell=True,
+            cwd=repository_root(),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        harness = [torch.load(p, weights_only=True) for p in sorted(Path(out).glob("harness-*.pt"))]
+    return ProgramRun(completed.returncode, completed.stdout, completed.stderr, harness)
+
+
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|PRIVATE|^AWS_|^GH_|^GITHUB_")
+
+
+def safe_environment() -> dict[str, str]:
+    """This environment without tokens, keys and other secrets: the user's code never sees them."""
+    return {k: v for k, v in os.environ.items() if not _SECRET.search(k.upper())}
+
+
+def load_program_recording() -> dict[str, Any]:
+    return json.loads((DATA / "program.json").read_text())
+
+
+def check_program_ran(run: ProgramRun) -> None:
+    if run.returncode != 0:
+        tail = "\n".join((run.stderr or run.stdout).splitlines()[-15:])
+        raise AssertionError(f"the program exited with {run.returncode}:\n{tail}")
+    if device_kind() == "xla" and not run.executions:
+        raise AssertionError("PYTPU_DEVICE=xla but the program ran nothing on the XLA device")
+
+
+def expect_training_step(run: ProgramRun, recorded: list[dict[str, Any]]) -> None:
+    """The first iteration of a training step: each optimizer step's loss and parameter norms."""
+    check_program_ran(run)
+    keys = {step["key"] for step in recorded}
+    actual = [step for step in run.steps if step["key"] in keys][: len(recorded)]
+    if len(actual) < len(recorded):
+        raise AssertionError(f"the program made {len(actual)} of the {len(recorded)} steps")
+    for index, (got, want) in enumerate(zip(actual, recorded, strict=True)):
+        what = f"step {index + 1} ({want['optimizer']} at {want['site']})"
+        if want.get("loss") is not None:
+            assert_close(got["loss"], want["loss"], GRADIENT_FACTOR, f"{what}: loss")
+        if want.get("parameter_norms") is not None:
+            assert_close(
+                got["parameter_norms"], want["parameter_norms"], GRADIENT_FACTOR, f"{what}: norms"
+            )
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+METRIC_WORDS = re.compile(r"loss|acc|ppl|perplexity|error|score|bleu|mse|mae", re.IGNORECASE)
+
+
+def metric_lines(stdout: str) -> list[tuple[str, list[float]]]:
+    """Printed lines that report a metric, as (the line with numbers masked, the numbers)."""
+    lines = []
+    for line in stdout.splitlines():
+        if METRIC_WORDS.search(line) and _NUMBER.search(line):
+            lines.append(
+                (_NUMBER.sub("#", line.strip()), [float(n) for n in _NUMBER.findall(line)])
+            )
+    return lines
+
+
+def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
+    """Each recorded metric line appears again, in order, with the same numbers (None: unstable)."""
+    check_program_ran(run)
+    remaining = iter(metric_lines(run.stdout))
+    for pattern, numbers in recorded:
+        found = next((got for shape, got in remaining if shape == pattern), None)
+        if found is None:
+            raise AssertionError(f"no printed line like {pattern!r}")
+        for want, got in zip(numbers, found, strict=True):
+            if want is None:
+                continue
+            digits = _decimals(want)
+            if not math.isclose(got, want, rel_tol=METRIC_RTOL, abs_tol=1.5 * 10**-digits):
+                raise AssertionError(f"{pattern!r}: printed {got}, recorded {want}")
+
+
+def _decimals(number: float) -> int:
+    text = repr(number)
+    return len(text.split(".")[1]) if "." in text and "e" not in text else 0

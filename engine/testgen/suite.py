@@ -1,0 +1,279 @@
+"""Writing the suite: test files rendered from the package's Jinja templates, formatted by black,
+with the recorded inputs beside them and the runtime (pytpu_support, pytpu_harness) vendored in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import black
+import jinja2
+import torch
+
+from pytpu.engine.testgen import discover
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+RUNTIME = Path(__file__).resolve().parent / "runtime"
+RUNTIME_FILES = ("pytpu_support.py", "pytpu_harness.py", "harness/sitecustomize.py")
+MODULE_TESTS = ("forward", "gradients", "rows")
+# The hypothesis batch-size test varies at most this many rows (each size is another XLA graph).
+MAX_ROWS = 4
+
+
+def snake(name: str) -> str:
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return re.sub(r"\W+", "_", name).strip("_").lower()
+
+
+def file_slug(relative: str) -> str:
+    return snake(relative.removesuffix(".py").replace("/", "_")) + "_py"
+
+
+@dataclass
+class Unit:
+    """One module class or function with recorded inputs, and the tests it gets."""
+
+    kind: str  # "module" or "function"
+    file: str
+    name: str
+    record: dict[str, Any]
+    tests: set[str] = field(default_factory=set)
+
+    @property
+    def slug(self) -> str:
+        return f"{file_slug(self.file)}__{snake(self.name)}"
+
+    @property
+    def test_names(self) -> dict[str, str]:
+        base = snake(self.name)
+        if self.kind == "function":
+            return {"result": f"test_{base}_matches_recording"}
+        return {
+            "forward": f"test_{base}_forward_matches_recording",
+            "gradients": f"test_{base}_gradients_match_recording",
+            "rows": f"test_{base}_output_rows_follow_input_rows",
+        }
+
+
+@dataclass
+class StepPlan:
+    step: discover.TrainingStep
+    events: list[dict[str, Any]]
+    skip: str | None = None
+
+    @property
+    def test_name(self) -> str:
+        return f"test_training_step_in_{self.snake}_matches_recording"
+
+    @property
+    def snake(self) -> str:
+        if self.step.function == "<module>":
+            return file_slug(self.step.file)
+        return snake(self.step.function)
+
+
+@dataclass
+class Plan:
+    root: Path
+    out: Path
+    command: discover.RunCommand
+    timeout: float
+    units: list[Unit]
+    steps: list[StepPlan]
+    metrics: list[list[Any]]
+    rerecord: str
+
+
+class _Code:
+    """Turns the harness's value descriptions into source, collecting the loaders and imports."""
+
+    def __init__(self, root: Path, loaders: dict[str, str]):
+        self.root = root
+        self.loaders = loaders  # file -> variable name
+        self.imports: set[str] = set()
+
+    def loader_for(self, relative: str) -> str:
+        if relative not in self.loaders:
+            name = file_slug(Path(relative).name)
+            taken = set(self.loaders.values()) | {"support", "torch", "pytest", "st"}
+            while name in taken:
+                name = "_" + name
+            self.loaders[relative] = name
+        return self.loaders[relative]
+
+    def value(self, desc: dict[str, Any], device: str) -> str:
+        if "literal" in desc:
+            return repr(desc["literal"])
+        if "sequence" in desc:
+            items = [self.value(d, device) for d in desc["items"]]
+            if desc["sequence"] == "tuple":
+                return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+            return f"[{', '.join(items)}]"
+        if "mapping" in desc:
+            mapping = desc["mapping"]
+            pairs = (f"{self.value(k, device)}: {self.value(v, device)}" for k, v in mapping)
+            return "{" + ", ".join(pairs) + "}"
+        if "device" in desc:
+            return device
+        if "code" in desc:
+            self.imports.update(desc.get("imports", ()))
+            return desc["code"]
+        if "call" in desc or "class" in desc:
+            target = desc.get("call") or self._class(desc["class"])
+            if "call" in desc:
+                self.imports.update(desc.get("imports", ()))
+            if "member" in desc:
+                return f"{target}.{desc['member']}"
+            arguments = ", ".join(f"{k}={self.value(v, device)}" for k, v in desc["kwargs"].items())
+            return f"{target}({arguments})"
+        raise ValueError(f"no code for {desc!r}")
+
+    def _class(self, reference: dict[str, str]) -> str:
+        path = Path(reference["file"]) if reference["file"] else None
+        if path and path.is_absolute() and self.root in path.resolve().parents:
+            relative = path.resolve().relative_to(self.root).as_posix()
+            return f"{self.loader_for(relative)}.{reference['qualname']}"
+        self.imports.add(reference["module"])
+        return f"{reference['module']}.{reference['qualname']}"
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def _format(source: str) -> str:
+    return black.format_str(source, mode=black.Mode(line_length=100))
+
+
+def save_inputs(unit: Unit, data_dir: Path) -> int:
+    """Write the unit's recorded inputs; returns the bytes written."""
+    path = data_dir / f"{unit.slug}.pt"
+    torch.save({"args": unit.record["args"], "kwargs": unit.record["kwargs"]}, path)
+    return path.stat().st_size
+
+
+def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | StepPlan, str]]:
+    """Write the suite's files into `directory`; returns (module, test name) -> what it tests."""
+    environment = _environment()
+    index: dict[tuple[str, str], tuple[Unit | StepPlan, str]] = {}
+    for relative in RUNTIME_FILES:
+        target = directory / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(RUNTIME / relative, target)
+    (directory / "conftest.py").write_text(environment.get_template("conftest.py.j2").render())
+    root_from_suite = os.path.relpath(plan.root, plan.out)
+    suite = {"root": Path(root_from_suite).as_posix(), "command": plan.command.command}
+    (directory / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    header = {"command": plan.command.command, "rerecord": plan.rerecord}
+    by_file: dict[str, list[Unit]] = {}
+    for unit in plan.units:
+        if unit.tests:
+            by_file.setdefault(unit.file, []).append(unit)
+    for relative, units in sorted(by_file.items()):
+        module_name = f"test_{file_slug(relative)}"
+        code = _Code(plan.root, {})
+        rendered_units = [_render_unit(unit, code) for unit in units]
+        scripts = {u.file for u in units if u.record.get("script")}
+        globals_by_file: dict[str, dict[str, Any]] = {}
+        for unit in units:
+            if unit.record.get("script"):
+                globals_by_file.setdefault(unit.file, {}).update(unit.record.get("globals", {}))
+        loaders = []
+        for file, name in list(code.loaders.items()):
+            entries = sorted(globals_by_file.get(file, {}).items())
+            loaders.append(
+                {
+                    "file": file,
+                    "name": name,
+                    "script": file in scripts,
+                    "globals": [(k, code.value(v, "support.device()")) for k, v in entries],
+                }
+            )
+        imports = [f"import {name}" for name in sorted(code.imports)]
+        if any("rows" in unit.tests for unit in units):
+            imports.append("from hypothesis import given, settings")
+            imports.append("from hypothesis import strategies as st")
+        source = environment.get_template("test_units.py.j2").render(
+            subject=relative, imports=imports, loaders=loaders, units=rendered_units, **header
+        )
+        (directory / f"{module_name}.py").write_text(_format(source))
+        for unit in units:
+            for kind in unit.tests:
+                index[(module_name, unit.test_names[kind])] = (unit, kind)
+    steps = [s for s in plan.steps]
+    if steps or plan.metrics:
+        data = {"steps": {s.step.ident: s.events for s in steps}, "metrics": plan.metrics}
+        (directory / "data").mkdir(exist_ok=True)
+        (directory / "data" / "program.json").write_text(json.dumps(data, indent=1) + "\n")
+        source = environment.get_template("test_program.py.j2").render(
+            subject="the program as a whole",
+            timeout=round(plan.timeout),
+            accelerator_flag=repr(plan.command.accelerator_flag),
+            steps=[
+                {
+                    "snake": s.snake,
+                    "ident": s.step.ident,
+                    "where": s.step.function,
+                    "skip": s.skip,
+                    "kind": s.step.kind,
+                }
+                for s in steps
+            ],
+            metrics=len(plan.metrics),
+            **header,
+        )
+        (directory / "test_program.py").write_text(_format(source))
+        for step in steps:
+            index[("test_program", step.test_name)] = (step, "step")
+        if plan.metrics:
+            index[("test_program", "test_program_reported_metrics_match_recording")] = (
+                plan,  # type: ignore[dict-item]
+                "metrics",
+            )
+    return index
+
+
+def _render_unit(unit: Unit, code: _Code) -> dict[str, Any]:
+    target = f"{code.loader_for(unit.file)}.{unit.name}"
+    rendered = {
+        "kind": unit.kind,
+        "slug": unit.slug,
+        "snake": snake(unit.name),
+        "title": unit.name,
+        "target": target,
+        "tests": unit.tests,
+    }
+    if unit.kind == "module":
+        arguments = unit.record["constructor"]
+        on_cpu = 'torch.device("cpu")'  # modules are built on the CPU, then moved
+        constructor = ", ".join(f"{k}={code.value(v, on_cpu)}" for k, v in arguments.items())
+        if "torch.device" in constructor:
+            code.imports.add("torch")
+        rendered.update(
+            constructor=f", {constructor}" if constructor else "",
+            training=unit.record["training"],
+            rows=unit.record.get("rows", MAX_ROWS),
+            cut=_cut_note(unit.record),
+            borrowed=unit.record.get("borrowed_from"),
+            made_for=unit.record.get("made_for"),
+            probe=unit.record.get("probe"),
+        )
+    return rendered
+
+
+def _cut_note(record: dict[str, Any]) -> str:
+    if "cut" not in record:
+        return ""
+    return f", cut to its first {record['cut']} of {record['batch']} samples"

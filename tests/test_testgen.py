@@ -1,0 +1,210 @@
+"""`pytpu testgen`: the suite it writes passes on the original code and on the migrated code on
+XLA:CPU, catches a changed model, and generation is safe (no secrets, time limit, clear errors)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytpu.engine.testgen import discover, record
+
+FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
+PYTPU = [sys.executable, "-m", "pytpu.engine.cli"]
+support = record.pytpu_support
+
+
+def _pytpu(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600):
+    return subprocess.run(
+        [*PYTPU, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _suite(repo: Path, device: str = "cpu") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTPU_DEVICE": device, "PJRT_DEVICE": "CPU"}
+    command = [sys.executable, "-m", "pytest", "tests/pytpu", "-q", "-p", "no:cacheprovider"]
+    return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("tiny") / "repo"
+    shutil.copytree(FIXTURE, repo)
+    probe = repo.parent / "environment.json"
+    result = _pytpu(
+        "testgen",
+        ".",
+        "--run",
+        "python train.py --cuda",
+        "--json",
+        str(repo.parent / "testgen.json"),
+        cwd=repo,
+        env={"GITHUB_TOKEN": "ghp_secret", "TINY_ENV_PROBE": str(probe)},
+    )
+    assert result.returncode == 0, result.stderr
+    return repo
+
+
+def _copy(repo: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "repo"
+    shutil.copytree(repo, target)
+    return target
+
+
+def test_every_unit_the_run_reaches_gets_named_tests(generated):
+    report = json.loads((generated.parent / "testgen.json").read_text())
+    tested = {entry["name"]: entry["tests"] for entry in report["tested"]}
+    assert tested["train.py::Classifier"] == ["forward", "gradients", "rows"]
+    assert tested["train.py::GatedBlock"] == ["forward", "gradients", "rows"]
+    assert tested["train.py::normalise"] == ["result"]
+    assert tested["train.py:61 (main)"] == ["first iteration"]
+    # Block is never constructed itself: it gets GatedBlock's recorded arguments and inputs.
+    assert tested["train.py::Block"] == ["forward", "gradients", "rows"]
+    source = (generated / "tests/pytpu/test_train_py.py").read_text()
+    assert "def test_classifier_forward_matches_recording():" in source
+    assert "support.build(train_py.Classifier, width=8, classes=3)" in source
+    assert "Re-record: pytpu testgen . --run 'python train.py --cuda'" in source
+    program = (generated / "tests/pytpu/test_program.py").read_text()
+    assert "def test_training_step_in_main_matches_recording(program_run):" in program
+
+
+def test_the_program_never_sees_secrets(generated):
+    seen = json.loads((generated.parent / "environment.json").read_text())
+    assert "TINY_ENV_PROBE" in seen and "GITHUB_TOKEN" not in seen
+
+
+def test_suite_passes_on_the_original_code(generated, tmp_path):
+    result = _suite(_copy(generated, tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "12 passed" in result.stdout
+
+
+def test_suite_passes_on_the_migrated_code_on_xla(generated, tmp_path):
+    repo = _copy(generated, tmp_path)
+    suite_before = {p: p.read_bytes() for p in (repo / "tests").rglob("*.py")}
+    assert _pytpu("rewrite", ".", "--write", cwd=repo).returncode == 0
+    assert "torch_xla" in (repo / "train.py").read_text()
+    # The generated suite is PyTPU's own: migrating the repository leaves it as it was.
+    assert {p: p.read_bytes() for p in (repo / "tests").rglob("*.py")} == suite_before
+    result = _suite(repo, device="xla")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "12 passed" in result.stdout
+
+
+def test_suite_catches_a_changed_model(generated, tmp_path):
+    repo = _copy(generated, tmp_path)
+    source = (repo / "train.py").read_text()
+    (repo / "train.py").write_text(source.replace("x + self.scale *", "x - self.scale *"))
+    result = _suite(repo)
+    assert result.returncode == 1
+    assert "FAILED tests/pytpu/test_train_py.py::test_classifier_forward_matches_recording" in (
+        result.stdout
+    )
+    assert "FAILED tests/pytpu/test_program.py::test_training_step_in_main" in result.stdout
+
+
+def test_a_suite_it_did_not_write_is_left_alone(tmp_path):
+    repo = _copy(FIXTURE, tmp_path)
+    mine = repo / "tests" / "pytpu" / "test_mine.py"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("def test_mine():\n    pass\n")
+    result = _pytpu("testgen", ".", "--run", "python train.py", cwd=repo)
+    assert result.returncode == 2
+    assert "was not written by PyTPU; choose another --out" in result.stderr
+    assert mine.read_text() == "def test_mine():\n    pass\n"
+
+
+def test_a_failing_or_endless_program_is_a_clear_error(tmp_path):
+    repo = _copy(FIXTURE, tmp_path)
+    result = _pytpu("testgen", ".", "--run", "python train.py --no-such-flag", cwd=repo)
+    assert result.returncode == 2
+    assert "`python train.py --no-such-flag` exited with 2" in result.stderr
+    result = _pytpu("testgen", ".", "--run", "sleep 30", "--timeout", "2", cwd=repo)
+    assert result.returncode == 2
+    assert "`sleep 30` did not finish in 2 s" in result.stderr
+    assert not (repo / "tests").exists()
+
+
+# --- the pieces ------------------------------------------------------------------------------
+
+
+def test_inventory_finds_module_classes_and_training_steps(tmp_path):
+    repo = _copy(FIXTURE, tmp_path)
+    (repo / "model.py").write_text(
+        "from train import Block\n\n\nclass Wide(Block):\n    pass\n\n\nclass Plain:\n    pass\n"
+    )
+    (repo / "loop.py").write_text(
+        "def run_batch(optimizer, scheduler, loss):\n"
+        "    loss.backward()\n    optimizer.step()\n    scheduler.step()\n"
+    )
+    found = discover.inventory(repo, repo / "tests" / "pytpu")
+    names = [(c.file, c.name) for c in found.module_classes]
+    assert names == [
+        ("model.py", "Wide"),
+        ("train.py", "Block"),
+        ("train.py", "GatedBlock"),
+        ("train.py", "Classifier"),
+    ]
+    steps = sorted((s.file, s.function, s.line, s.step_lines) for s in found.training_steps)
+    assert steps == [("loop.py", "run_batch", 1, (3,)), ("train.py", "main", 61, (66,))]
+
+
+def test_run_command_is_built_from_the_scripts_own_short_run_flags(tmp_path):
+    repo = _copy(FIXTURE, tmp_path)
+    command = discover.run_command(repo, None, repo / "tests" / "pytpu")
+    assert command.command == "python train.py --steps 4"
+    assert command.accelerator_flag == "--cuda" and command.guessed
+    given = discover.run_command(repo, "cd . && python train.py", repo / "tests" / "pytpu")
+    assert given.entry == "train.py" and not given.guessed
+
+
+def test_xla_runs_get_the_accelerator_flag_and_device(monkeypatch):
+    monkeypatch.setenv("PYTPU_DEVICE", "xla")
+    assert support.command_for_device("python t.py --device=cpu", "--cuda") == (
+        "python t.py --device=xla --cuda"
+    )
+    assert support.command_for_device("python t.py --cuda", "--cuda") == "python t.py --cuda"
+    monkeypatch.setenv("PYTPU_DEVICE", "cpu")
+    assert support.command_for_device("python t.py --device=cpu", "--cuda") == (
+        "python t.py --device=cpu"
+    )
+
+
+def test_metric_lines_mask_numbers():
+    lines = support.metric_lines("epoch 1\nstep 3 loss 2.5000 acc 91%\nsaved\n")
+    assert lines == [("step # loss # acc #%", [3.0, 2.5, 91.0])]
+
+
+def test_secrets_stay_out_of_the_programs_environment(monkeypatch):
+    for name in ("GITHUB_TOKEN", "INPUT_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    kept = support.safe_environment()
+    assert "PJRT_DEVICE" in kept
+    assert not {"GITHUB_TOKEN", "INPUT_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"} & set(kept)
+
+
+def test_dropout_on_xla_draws_the_cpus_mask(monkeypatch):
+    import torch_xla
+
+    monkeypatch.setenv("PYTPU_DEVICE", "xla")
+    x = torch.arange(24.0).reshape(4, 6)
+    torch.manual_seed(3)
+    expected = torch.nn.functional.dropout(x, 0.5, True)
+    torch.manual_seed(3)
+    with support.HostRandom():
+        moved = torch.nn.functional.dropout(x.to(torch_xla.device()), 0.5, True)
+        noise = torch.randn(2, 3, device=torch_xla.device())
+    torch.testing.assert_close(moved.cpu(), expected)
+    assert noise.device.type == "xla"
