@@ -128,8 +128,11 @@ def time_engine(
     finally:
         rewrite.read_source = real_read_source
     if served != len(paths):
-        print(f"warning: only {served} of {len(paths)} files were read through the in-memory "
-              "read_source; the engine timings include disk reads for the others", file=sys.stderr)
+        print(
+            f"warning: only {served} of {len(paths)} files were read through the in-memory "
+            "read_source; the engine timings include disk reads for the others",
+            file=sys.stderr,
+        )
     return times, results, parsed
 
 
@@ -290,15 +293,21 @@ def _version(name: str) -> str | None:
 
 def print_report(r: dict[str, Any]) -> None:
     print(f"PyTPU engine benchmark: dry run over {r['root']}")
-    print(f"python {r['python']}, libcst {r['libcst']}, "
-          f"engine+KB sources sha256 {r['engine_sources_sha256']}")
+    print(
+        f"python {r['python']}, libcst {r['libcst']}, "
+        f"engine+KB sources sha256 {r['engine_sources_sha256']}"
+    )
     print(METHOD)
     print()
     print(f"python files under root     {r['python_files_under_root']}")
-    print(f"discovered by the engine    {r['discovered']} in {r['discovery_seconds']:.2f} s "
-          f"(vendored folders skipped; {len(r['discovery_skipped'])} reported)")
-    print(f"files benchmarked           {r['files']} ({r['megabytes']:.1f} MB of text, "
-          f"{r['unreadable']} unreadable)")
+    print(
+        f"discovered by the engine    {r['discovered']} in {r['discovery_seconds']:.2f} s "
+        f"(vendored folders skipped; {len(r['discovery_skipped'])} reported)"
+    )
+    print(
+        f"files benchmarked           {r['files']} ({r['megabytes']:.1f} MB of text, "
+        f"{r['unreadable']} unreadable)"
+    )
     print(f"full pipeline (parsed)      {r['parsed']}")
     print(f"skipped by the pre-filter   {r['skipped_by_prefilter']}")
     print(f"changed                     {r['changed']}")
@@ -309,8 +318,10 @@ def print_report(r: dict[str, Any]) -> None:
             print(f"         e.g. {example}")
     out = r["outputs"]
     verdict = "yes" if out["all_parse"] else f"NO ({len(out['failures'])} failures)"
-    print(f"every output parses         {verdict} (changed outputs re-parsed with libcst and ast; "
-          f"{out['ast_not_applicable']} inputs not ast-parsable)")
+    print(
+        f"every output parses         {verdict} (changed outputs re-parsed with libcst and ast; "
+        f"{out['ast_not_applicable']} inputs not ast-parsable)"
+    )
     for failure in out["failures"][:10]:
         print(f"  {failure}")
     top = ", ".join(f"{k} {v}" for k, v in list(r["findings_by_rule"].items())[:8])
@@ -320,8 +331,11 @@ def print_report(r: dict[str, Any]) -> None:
     header = f"  {'':24}{'files':>6}{'engine wall':>13}{'floor wall':>12}{'ratio':>7}"
     header += f"{'engine cpu':>12}{'floor cpu':>11}{'ratio':>7}"
     print(header)
-    for label, key in (("all files", "all_files"), ("pre-filter passed", "prefilter_passed"),
-                       ("pre-filter rejected", "prefilter_rejected")):
+    for label, key in (
+        ("all files", "all_files"),
+        ("pre-filter passed", "prefilter_passed"),
+        ("pre-filter rejected", "prefilter_rejected"),
+    ):
         t = r[key]
         print(
             f"  {label:24}{t['files']:>6}"
@@ -331,14 +345,20 @@ def print_report(r: dict[str, Any]) -> None:
             f"{_fmt(t['ratio_cpu']):>7}"
         )
     a = r["all_files"]
-    print(f"total seconds (engine, wall) {a['engine_wall_seconds']:.2f}; files per second: engine "
-          f"{a['engine_files_per_second_wall']}, libcst floor {a['floor_files_per_second_wall']}")
-    print(f"engine / floor: {a['ratio_wall']} wall, {a['ratio_cpu']} cpu (all files); "
-          f"{r['prefilter_passed']['ratio_wall']} wall, {r['prefilter_passed']['ratio_cpu']} cpu "
-          "(only the files the pre-filter passed)")
+    print(
+        f"total seconds (engine, wall) {a['engine_wall_seconds']:.2f}; files per second: engine "
+        f"{a['engine_files_per_second_wall']}, libcst floor {a['floor_files_per_second_wall']}"
+    )
+    print(
+        f"engine / floor: {a['ratio_wall']} wall, {a['ratio_cpu']} cpu (all files); "
+        f"{r['prefilter_passed']['ratio_wall']} wall, {r['prefilter_passed']['ratio_cpu']} cpu "
+        "(only the files the pre-filter passed)"
+    )
     m = r["per_file_cpu_ratio_prefilter_passed"]
-    print(f"per-file engine/floor cpu ratio on pre-filter passed files: median {m['median']}, "
-          f"p90 {m['p90']}, max {m['max']}")
+    print(
+        f"per-file engine/floor cpu ratio on pre-filter passed files: median {m['median']}, "
+        f"p90 {m['p90']}, max {m['max']}"
+    )
     print(f"floor parse failures        {r['floor_parse_failures']}")
     print("slowest files (engine cpu s / floor cpu s):")
     for item in r["slowest_engine_files"]:

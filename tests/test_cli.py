@@ -190,8 +190,18 @@ def test_analyze_lists_review_items_with_effort(tmp_path: Path) -> None:
 def test_effort_estimate_wording() -> None:
     def item(effort: str) -> report.ReviewItem:
         minutes = kb.EFFORT_MINUTES[effort]
-        return report.ReviewItem("a.py", 1, 1, "PYTPU000", "R-X-00", "flagged", "display_only",
-                                 effort, minutes, "message")
+        return report.ReviewItem(
+            "a.py",
+            1,
+            1,
+            "PYTPU000",
+            "R-X-00",
+            "flagged",
+            "display_only",
+            effort,
+            minutes,
+            "message",
+        )
 
     efforts = ["low", "high", "low", "medium", "high", "low"]
     effort = report.Effort([item(e) for e in efforts])
@@ -278,8 +288,15 @@ def test_kb_docs_writes_and_checks(tmp_path: Path) -> None:
 
 
 def test_every_command_has_help() -> None:
-    for args in (["--help"], ["rewrite", "--help"], ["analyze", "--help"], ["kb", "--help"],
-                 ["kb", "list", "--help"], ["kb", "show", "--help"], ["kb", "docs", "--help"]):
+    for args in (
+        ["--help"],
+        ["rewrite", "--help"],
+        ["analyze", "--help"],
+        ["kb", "--help"],
+        ["kb", "list", "--help"],
+        ["kb", "show", "--help"],
+        ["kb", "docs", "--help"],
+    ):
         result = invoke(*args)
         assert result.exit_code == 0, args
         assert "Usage:" in result.stdout

@@ -148,8 +148,8 @@ def test_python2_file_is_skipped_and_its_sibling_is_migrated(tmp_path: Path) -> 
     [
         ('import torch\nprint "x"\n' + CUDA_LINE, 2),
         ('import torch\n\nx = 1\nprint "x"\ny = 2\n\n' + CUDA_LINE, 4),
-        ('import torch\n' + CUDA_LINE + 'exec "y = 1"\n', 3),
-        ('import torch\n' + CUDA_LINE + 'print "last line without newline"', 3),
+        ("import torch\n" + CUDA_LINE + 'exec "y = 1"\n', 3),
+        ("import torch\n" + CUDA_LINE + 'print "last line without newline"', 3),
     ],
     ids=["second", "middle", "exec", "last"],
 )

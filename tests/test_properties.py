@@ -162,7 +162,14 @@ DEVICES = [
 ]
 
 VALUES = [
-    "x", "model", "self.net", "batch[0]", "inputs", "(a + b)", "{T}.randn(2, 3)", "nn.Linear(2, 3)",
+    "x",
+    "model",
+    "self.net",
+    "batch[0]",
+    "inputs",
+    "(a + b)",
+    "{T}.randn(2, 3)",
+    "nn.Linear(2, 3)",
 ]
 
 # Simple statements; {T} torch, {S} synchronize, {D} a device, {V} a value.

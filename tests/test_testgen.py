@@ -74,7 +74,7 @@ def test_every_unit_the_run_reaches_gets_named_tests(generated):
     source = (generated / "tests/pytpu/test_train_py.py").read_text()
     assert "def test_classifier_forward_matches_recording():" in source
     assert "support.build(train_py.Classifier, width=8, classes=3)" in source
-    assert "Re-record: pytpu testgen . --run 'python train.py --cuda'" in source
+    assert "Re-record with:\n    pytpu testgen . --run 'python train.py --cuda'" in source
     program = (generated / "tests/pytpu/test_program.py").read_text()
     assert "def test_training_step_in_main_matches_recording(program_run):" in program
 
@@ -148,6 +148,10 @@ def test_inventory_finds_module_classes_and_training_steps(tmp_path):
         "def run_batch(optimizer, scheduler, loss):\n"
         "    loss.backward()\n    optimizer.step()\n    scheduler.step()\n"
     )
+    (repo / "manual.py").write_text(
+        "def train(model, data):\n    for x in data:\n        model(x).sum().backward()\n"
+        "        for p in model.parameters():\n            p.data.add_(p.grad, alpha=-0.1)\n"
+    )
     found = discover.inventory(repo, repo / "tests" / "pytpu")
     names = [(c.file, c.name) for c in found.module_classes]
     assert names == [
@@ -156,8 +160,12 @@ def test_inventory_finds_module_classes_and_training_steps(tmp_path):
         ("train.py", "GatedBlock"),
         ("train.py", "Classifier"),
     ]
-    steps = sorted((s.file, s.function, s.line, s.step_lines) for s in found.training_steps)
-    assert steps == [("loop.py", "run_batch", 1, (3,)), ("train.py", "main", 61, (66,))]
+    steps = sorted((s.file, s.function, s.line, s.step_lines, s.kind) for s in found.training_steps)
+    assert steps == [
+        ("loop.py", "run_batch", 1, (3,), "optimizer"),
+        ("manual.py", "train", 2, (3,), "backward"),  # parameters updated by hand
+        ("train.py", "main", 61, (66,), "optimizer"),
+    ]
 
 
 def test_run_command_is_built_from_the_scripts_own_short_run_flags(tmp_path):

@@ -8,6 +8,7 @@ test, and why.
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -239,6 +240,9 @@ def _is_optimizer_step(node: cst.Call) -> bool:
         return True  # xm.optimizer_step(optimizer)
     if not m.matches(node.func, m.Attribute(attr=m.Name("step"))):
         return False
+    for argument in node.args:  # scaler.step(optimizer), as GradScaler is used
+        if isinstance(argument.value, cst.Name) and "optim" in argument.value.value.lower():
+            return True
     receiver = node.func.value
     name = receiver.attr.value if isinstance(receiver, cst.Attribute) else None
     name = receiver.value if isinstance(receiver, cst.Name) else name
@@ -273,10 +277,22 @@ def entry_script(root: Path, command: str) -> str | None:
 
 def _argparse_flags(source: str) -> dict[str, str | None]:
     """The flags a script's argparse parser declares, each with its action (or None)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
     flags: dict[str, str | None] = {}
-    for match in re.finditer(r"add_argument\(\s*['\"](--[\w-]+)['\"](.*?)\)\s*$", source, re.M):
-        action = re.search(r"action\s*=\s*['\"](\w+)['\"]", match.group(2))
-        flags[match.group(1)] = action.group(1) if action else None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr != "add_argument":
+            continue
+        names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+        action = next((k.value for k in node.keywords if k.arg == "action"), None)
+        action = action.value if isinstance(action, ast.Constant) else None
+        for name in names:
+            if isinstance(name, str) and name.startswith("--"):
+                flags[name] = action
     return flags
 
 

@@ -26,6 +26,9 @@ from pytpu.engine.testgen import discover, record, suite
 
 DEFAULT_OUT = "tests/pytpu"
 MAX_TOTAL_BYTES = 8 << 20  # recorded data per repository
+OTHER_PROGRAM = (
+    "not loaded by the recorded program (another program: record it with its own --run and --out)"
+)
 
 
 class TestgenError(Exception):
@@ -292,6 +295,8 @@ def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
         if (cls.file, cls.name) in captured:
             continue
         reason = skipped.get(f"{cls.file}::{cls.name}", "not called by the recorded run")
+        if cls.file not in run.files:
+            reason = OTHER_PROGRAM
         if not any(name.startswith(f"{cls.file}::{cls.name} (") for _, name, _ in outcome.untested):
             outcome.untested.append(("module", f"{cls.file}::{cls.name}", reason))
     planned = {s.step.ident: s for s in plan.steps}
@@ -299,7 +304,9 @@ def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
         where = f"{step.ident} ({step.function})"
         chosen = planned.get(step.ident)
         if chosen is None:
-            outcome.untested.append(("training step", where, "not reached by the recorded run"))
+            reason = "not reached by the recorded run"
+            reason = reason if step.file in run.files else OTHER_PROGRAM
+            outcome.untested.append(("training step", where, reason))
         elif chosen.skip:
             outcome.untested.append(("training step", where, chosen.skip))
         else:

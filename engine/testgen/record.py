@@ -1,8 +1,8 @@
 """Recording: run the program's short command with the harness inside it, in a child process.
 
 The child gets a time limit and an environment without tokens or other secrets (the harness's own
-`safe_environment`). The program is recorded twice, at the same time, and only what both runs
-agree on is kept: a unit or number that differs between them is not deterministic.
+`safe_environment`). The program is recorded twice, one run after the other, and only what both
+runs agree on is kept: a number that differs between them is not deterministic.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +59,11 @@ class Run:
             for name, unit in record["units"].items():
                 merged.setdefault(name, unit)
         return merged
+
+    @property
+    def files(self) -> set[str]:
+        """The repository's files the program loaded."""
+        return {name for record in self.harness for name in record.get("files", ())}
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -116,19 +120,22 @@ def run_once(
 def record_twice(
     root: Path, command: str, timeout: float, max_unit_bytes: int, probes: list[dict]
 ) -> tuple[Run, Run]:
-    arguments = (root, command, timeout, max_unit_bytes, probes)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(run_once, *arguments) for _ in range(2)]
-        first, second = (f.result() for f in futures)
-    for run in (first, second):
-        if run.returncode != 0:
-            tail = "\n".join(run.stderr.splitlines()[-12:])
-            raise RecordingFailed(f"`{command}` exited with {run.returncode}:\n{tail}")
-        if not run.harness:
-            raise RecordingFailed(
-                f"`{command}` ran without the harness (does it start Python as `python`?)"
-            )
+    # One after the other: programs write files and listen on fixed ports.
+    first = run_once(root, command, timeout, max_unit_bytes, probes)
+    _check(first, command)
+    second = run_once(root, command, timeout, max_unit_bytes, probes)
+    _check(second, command)
     return first, second
+
+
+def _check(run: Run, command: str) -> None:
+    if run.returncode != 0:
+        tail = "\n".join(run.stderr.splitlines()[-12:])
+        raise RecordingFailed(f"`{command}` exited with {run.returncode}:\n{tail}")
+    if not run.harness:
+        raise RecordingFailed(
+            f"`{command}` ran without the harness (does it start Python as `python`?)"
+        )
 
 
 def _close(a: Any, b: Any) -> bool:

@@ -144,13 +144,15 @@ class _Code:
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    environment.filters["pyrepr"] = repr  # Python literals; black normalises the quotes
+    return environment
 
 
 def _format(source: str) -> str:
@@ -225,7 +227,9 @@ def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | Ste
                 {
                     "snake": s.snake,
                     "ident": s.step.ident,
-                    "where": s.step.function,
+                    "where": "top level"
+                    if s.step.function == "<module>"
+                    else f"in {s.step.function}()",
                     "skip": s.skip,
                     "kind": s.step.kind,
                 }

@@ -117,6 +117,10 @@ def _map_cuda_runtime(in_repo: Any) -> None:
         setattr(cuda, name, lambda *_, **__: 0)
     cuda.reset_peak_memory_stats = lambda *_, **__: None
     cuda.device_count = for_the_program(cuda.device_count, 1)
+    for legacy in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte",
+                   "Bool"):  # fmt: skip
+        # torch.cuda.FloatTensor(...) and the like build CPU tensors
+        setattr(cuda, f"{legacy}Tensor", getattr(torch, f"{legacy}Tensor"))
     cuda.current_device = lambda: 0
     cuda.set_device = lambda *_, **__: None
     cuda.synchronize = lambda *_, **__: None
@@ -196,6 +200,7 @@ class Harness:
         self.constructors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.repo_files: dict[str, bool] = {}
         self.busy = False
+        self.probe_failures: dict[str, str] = {}
         self.probing: str | None = None  # the class being called for the suite, not the program
 
     # where code comes from
@@ -511,13 +516,21 @@ class Harness:
         sys.setprofile(None)
         if self.capture:
             # Twice: a class may be called inside another that comes later in the list.
-            for probe in [*self.settings.get("probes", ()), *self.settings.get("probes", ())]:
+            for probe in self.settings.get("probes", ()):
                 self.call_uncalled(probe)
+            for name, reason in self.probe_failures.items():
+                if name not in self.units:
+                    self.skipped.setdefault(name, reason)
         for name, record in list(self.units.items()):
             if record.pop("pending", None) is not None:
                 del self.units[name]
         result = {
             "steps": self.steps + self.backwards,
+            "files": sorted(
+                self.relative(filename)
+                for module in list(sys.modules.values())
+                if (filename := module_file(module)) and self.in_repo(filename)
+            ),
             "units": self.units,
             "skipped": self.skipped,
             "xla_executions": _xla_executions(),
@@ -547,8 +560,9 @@ class Harness:
             module(example)
         except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
             self.units.pop(name, None)
-            self.skipped.setdefault(
-                name, f"not called by the run, and a call made for it failed: {exc}"
+            # Noted apart: the class may still be called inside one probed later.
+            self.probe_failures[name] = (
+                f"not called by the run, and a call made for it failed: {exc}"
             )
             return
         finally:
