@@ -190,8 +190,10 @@ def test_xla_runs_get_the_accelerator_flag_and_device(monkeypatch):
 
 
 def test_metric_lines_mask_numbers():
-    lines = support.metric_lines("epoch 1\nstep 3 loss 2.5000 acc 91%\nsaved\n")
+    lines = support.metric_lines("epoch 1\nstep   3 loss  2.5000 acc 91%\nsaved\n")
     assert lines == [("step # loss # acc #%", [3.0, 2.5, 91.0])]
+    # Padding that depends on a number's width does not change the line's shape.
+    assert support.metric_lines("time: 125.43s loss 2")[0][0] == "time: #s loss #"
 
 
 def test_secrets_stay_out_of_the_programs_environment(monkeypatch):

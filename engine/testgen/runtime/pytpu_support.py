@@ -326,8 +326,10 @@ _RANDOM_IN_PLACE = {
     torch.nn.init.xavier_uniform_, torch.nn.init.xavier_normal_, torch.nn.init.kaiming_uniform_,
     torch.nn.init.kaiming_normal_, torch.nn.init.orthogonal_, torch.nn.init.sparse_,
 }  # fmt: skip
-_DROPOUTS = {torch.nn.functional.dropout, torch.dropout, torch.nn.functional.dropout1d,
-             torch.nn.functional.dropout2d, torch.nn.functional.dropout3d}  # fmt: skip
+_DROPOUTS = {torch.dropout, torch.feature_dropout, torch.nn.functional.dropout,
+             torch.nn.functional.dropout1d, torch.nn.functional.dropout2d,
+             torch.nn.functional.dropout3d}  # fmt: skip
+_IN_PLACE_DROPOUTS = {torch.dropout_: torch.dropout, torch.feature_dropout_: torch.feature_dropout}
 
 
 def _no_torch_function(*args: Any) -> bool:
@@ -385,6 +387,9 @@ class HostRandom(torch.overrides.TorchFunctionMode):
                     func(**{**kwargs, "tensor": on_cpu})
                 with torch.no_grad():
                     return target.copy_(on_cpu.to(target.device))
+        elif func in _IN_PLACE_DROPOUTS and args and args[0].device.type == "xla":
+            masked = self.__torch_function__(_IN_PLACE_DROPOUTS[func], types, args, kwargs)
+            return args[0].copy_(masked)  # copy_ keeps the autograd history
         elif func in _DROPOUTS and args and isinstance(args[0], torch.Tensor):
             x = args[0]
             training = kwargs.get("training", args[2] if len(args) > 2 else True)
@@ -557,10 +562,13 @@ def metric_lines(stdout: str) -> list[tuple[str, list[float]]]:
     lines = []
     for line in stdout.splitlines():
         if METRIC_WORDS.search(line) and _NUMBER.search(line):
-            lines.append(
-                (_NUMBER.sub("#", line.strip()), [float(n) for n in _NUMBER.findall(line)])
-            )
+            lines.append((_shape(line), [float(n) for n in _NUMBER.findall(line)]))
     return lines
+
+
+def _shape(line: str) -> str:
+    """A printed line with its numbers masked; padding that depends on a number's width goes."""
+    return re.sub(r"\s+", " ", _NUMBER.sub("#", line)).strip()
 
 
 def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
@@ -568,7 +576,7 @@ def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
     check_program_ran(run)
     remaining = iter(metric_lines(run.stdout))
     for pattern, numbers in recorded:
-        found = next((got for shape, got in remaining if shape == pattern), None)
+        found = next((got for shape, got in remaining if shape == _shape(pattern)), None)
         if found is None:
             raise AssertionError(f"no printed line like {pattern!r}")
         for want, got in zip(numbers, found, strict=True):
