@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,6 @@ class Run:
 def run_once(
     root: Path, command: str, timeout: float, max_unit_bytes: int, probes: list[dict]
 ) -> Run:
-    import time
-
     with tempfile.TemporaryDirectory(prefix="pytpu-record-") as out:
         env = pytpu_support.safe_environment()
         settings = {

@@ -214,7 +214,7 @@ def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | Ste
         for unit in units:
             for kind in unit.tests:
                 index[(module_name, unit.test_names[kind])] = (unit, kind)
-    steps = [s for s in plan.steps]
+    steps = plan.steps
     if steps or plan.metrics:
         data = {"steps": {s.step.ident: s.events for s in steps}, "metrics": plan.metrics}
         (directory / "data").mkdir(exist_ok=True)

@@ -508,7 +508,7 @@ class Harness:
             if record is None or record.get("pending") != id(frame):
                 return
             del record["pending"]
-            if not _tensors(arg) or not all(_describable_output(v) for v in [arg]):
+            if not _tensors(arg) or not _describable_output(arg):
                 del self.units[name]
                 self.skipped.setdefault(name, "does not return tensors")
 

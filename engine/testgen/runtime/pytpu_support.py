@@ -88,25 +88,11 @@ def seed_everything(seed: int = SEED) -> None:
 
 def to_device(value: Any, target: torch.device | None = None) -> Any:
     target = device() if target is None else target
-    if isinstance(value, torch.Tensor):
-        return value.to(target)
-    if isinstance(value, (list, tuple)):
-        moved = [to_device(item, target) for item in value]
-        return type(value)(moved) if not hasattr(value, "_fields") else type(value)(*moved)
-    if isinstance(value, dict):
-        return {key: to_device(item, target) for key, item in value.items()}
-    return value
+    return _map_tensors(value, lambda t: t.to(target))
 
 
 def to_cpu(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, (list, tuple)):
-        moved = [to_cpu(item) for item in value]
-        return type(value)(moved) if not hasattr(value, "_fields") else type(value)(*moved)
-    if isinstance(value, dict):
-        return {key: to_cpu(item) for key, item in value.items()}
-    return value
+    return _map_tensors(value, lambda t: t.detach().cpu())
 
 
 # --- loading the code under test ---------------------------------------------------------------
