@@ -65,14 +65,18 @@ def _copy(repo: Path, tmp_path: Path) -> Path:
 def test_every_unit_the_run_reaches_gets_named_tests(generated):
     report = json.loads((generated.parent / "testgen.json").read_text())
     tested = {entry["name"]: entry["tests"] for entry in report["tested"]}
-    assert tested["train.py::Classifier"] == ["forward", "gradients", "rows"]
+    # predict(x, samples) takes forward's input and uses samples as a loop count.
+    assert tested["train.py::Classifier"] == ["forward", "gradients", "predict", "rows"]
+    untested = {entry["name"]: entry["reason"] for entry in report["untested"]}
+    assert "needs temperature" in untested["train.py::Classifier.calibrated"]
     assert tested["train.py::GatedBlock"] == ["forward", "gradients", "rows"]
     assert tested["train.py::normalise"] == ["result"]
-    assert tested["train.py:61 (main)"] == ["first iteration"]
+    assert tested["train.py:70 (main)"] == ["first iteration"]
     # Block is never constructed itself: it gets GatedBlock's recorded arguments and inputs.
     assert tested["train.py::Block"] == ["forward", "gradients", "rows"]
     source = (generated / "tests/pytpu/test_train_py.py").read_text()
     assert "def test_classifier_forward_matches_recording():" in source
+    assert "support.call_method(model.predict, x=args[0], samples=2)" in source
     assert "support.build(train_py.Classifier, width=8, classes=3)" in source
     assert "Re-record with:\n    pytpu testgen . --run 'python train.py --cuda'" in source
     program = (generated / "tests/pytpu/test_program.py").read_text()
@@ -87,7 +91,7 @@ def test_the_program_never_sees_secrets(generated):
 def test_suite_passes_on_the_original_code(generated, tmp_path):
     result = _suite(_copy(generated, tmp_path))
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "12 passed" in result.stdout
+    assert "13 passed" in result.stdout
 
 
 def test_suite_passes_on_the_migrated_code_on_xla(generated, tmp_path):
@@ -99,7 +103,7 @@ def test_suite_passes_on_the_migrated_code_on_xla(generated, tmp_path):
     assert {p: p.read_bytes() for p in (repo / "tests").rglob("*.py")} == suite_before
     result = _suite(repo, device="xla")
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "12 passed" in result.stdout
+    assert "13 passed" in result.stdout
 
 
 def test_suite_catches_a_changed_model(generated, tmp_path):
@@ -164,7 +168,7 @@ def test_inventory_finds_module_classes_and_training_steps(tmp_path):
     assert steps == [
         ("loop.py", "run_batch", 1, (3,), "optimizer"),
         ("manual.py", "train", 2, (3,), "backward"),  # parameters updated by hand
-        ("train.py", "main", 61, (66,), "optimizer"),
+        ("train.py", "main", 70, (75,), "optimizer"),
     ]
 
 

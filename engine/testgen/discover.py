@@ -13,6 +13,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -35,12 +36,30 @@ ENTRY_NAMES = ("main.py", "train.py", "run.py", "app.py")
 
 
 @dataclass(frozen=True)
+class Method:
+    """A method of a module class as written: what a test needs to call it."""
+
+    name: str
+    line: int
+    parameters: tuple[tuple[str, bool], ...]  # (name, required), without self
+    loop_counts: frozenset[str] = frozenset()  # parameters used as `range(p)`: iteration counts
+
+    @property
+    def required(self) -> list[str]:
+        return [name for name, required in self.parameters if required]
+
+
+@dataclass(frozen=True)
 class ModuleClass:
     file: str  # relative to the repository root, with /
     name: str
     line: int
     bases: tuple[str, ...] = ()  # as written, last part: ("Block",) for `class A(Block)`
     defines_init: bool = True
+    methods: tuple[Method, ...] = ()  # instance methods other than dunders, forward included
+
+    def method(self, name: str) -> Method | None:
+        return next((m for m in self.methods if m.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -101,9 +120,9 @@ def inventory(root: Path, suite_dir: Path) -> Inventory:
     module_names: set[str] = set()  # qualified names of module classes, growing to a fixed point
     while True:
         found = [
-            ModuleClass(relative, name, line, written, has_init)
+            ModuleClass(relative, name, line, written, has_init, methods)
             for relative, classes in bases.items()
-            for name, line, qualified, written, has_init in classes
+            for name, line, qualified, written, has_init, methods in classes
             if any(_is_torch_module(q) or q in module_names for q in qualified)
         ]
         names = {f"{_dotted(c.file)}.{c.name}" for c in found}
@@ -155,7 +174,7 @@ def _is_torch_module(qualified: str) -> bool:
 
 def _class_bases(relative: str, tree: MetadataWrapper) -> list[tuple]:
     """Each top-level class: name, line, its bases' qualified names (local ones both ways), the
-    bases as written, and whether it defines __init__."""
+    bases as written, whether it defines __init__, and its instance methods."""
     names = tree.resolve(QualifiedNameProvider)
     positions = tree.resolve(PositionProvider)
     local = {f"{_dotted(relative)}.", f"{Path(relative).stem}.", "__main__."}
@@ -178,8 +197,36 @@ def _class_bases(relative: str, tree: MetadataWrapper) -> list[tuple]:
             isinstance(item, cst.FunctionDef) and item.name.value == "__init__"
             for item in node.body.body
         )
-        classes.append((node.name.value, position.start.line, qualified, written, has_init))
+        methods = tuple(
+            _method(item, positions)
+            for item in node.body.body
+            if isinstance(item, cst.FunctionDef)
+            and not item.name.value.startswith("__")
+            and not any(m.matches(d.decorator, _NOT_INSTANCE) for d in item.decorators)
+        )
+        classes.append(
+            (node.name.value, position.start.line, qualified, written, has_init, methods)
+        )
     return classes
+
+
+# Decorators after which the first parameter is not the instance.
+_NOT_INSTANCE = m.Name("staticmethod") | m.Name("classmethod") | m.Name("property")
+
+
+def _method(node: cst.FunctionDef, positions: Any) -> Method:
+    plain = [*node.params.posonly_params, *node.params.params][1:]  # without self
+    parameters = [(p.name.value, p.default is None) for p in plain]
+    parameters += [(p.name.value, p.default is None) for p in node.params.kwonly_params]
+    names = {name for name, _ in parameters}
+    loop_counts = {
+        call.args[0].value.value
+        for call in m.findall(node, m.Call(func=m.Name("range"), args=[m.Arg(m.Name())]))
+        if isinstance(call, cst.Call) and call.args[0].value.value in names
+    }
+    position = positions[node]
+    position = position() if callable(position) else position
+    return Method(node.name.value, position.start.line, tuple(parameters), frozenset(loop_counts))
 
 
 class _StepCollector(cst.CSTVisitor):

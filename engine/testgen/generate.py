@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytpu.engine.testgen import discover, record, suite
 
@@ -134,6 +135,7 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
         units.append(suite.Unit(captured["kind"], file, qualname, captured))
     units += _borrowed_units(inventory, units)
     units.sort(key=lambda u: (u.file, u.record.get("line", 0)))
+    classes = {(c.file, c.name): c for c in inventory.module_classes}
     for unit in units:
         if unit.kind == "function":
             unit.tests = {"result"}
@@ -143,6 +145,9 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
         if rows > 1:
             unit.tests.add("rows")
             unit.record["rows"] = rows
+        if (unit.file, unit.name) in classes:
+            unit.calls = _method_calls(classes[unit.file, unit.name], unit, outcome)
+            unit.tests |= set(unit.calls)
     steps_seen, unstable = record.stable_steps(first, second)
     steps = []
     for step in inventory.training_steps:
@@ -166,6 +171,61 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
         metrics=record.stable_metrics(first, second),
         rerecord=rerecord,
     )
+
+
+# A parameter only used as `range(p)` is an iteration count: two iterations exercise the loop.
+LOOP_COUNT = "2"
+
+
+def _method_calls(cls: discover.ModuleClass, unit: suite.Unit, outcome: Outcome) -> dict:
+    """Calls that reach code forward's recorded call does not: forward with its optional
+    arguments left out (the inference path), and each public method that takes forward's inputs
+    (`generate(idx, max_new_tokens)`), its other required parameters filled where the code says
+    how they are used."""
+    forward = cls.method("forward")
+    if forward is None:
+        return {}
+    recorded = _recorded_sources(forward, unit.record)
+    calls = {}
+    passed_optional = [
+        n
+        for n, required in forward.parameters
+        if not required and n in recorded and recorded[n][1] is not None
+    ]
+    if passed_optional and all(n in recorded for n in forward.required):
+        behaviour = "forward_without_" + "_and_".join(passed_optional)
+        arguments = {n: recorded[n][0] for n in forward.required}
+        origin = f"the recorded inputs of {cls.name}, without {', '.join(passed_optional)}"
+        calls[f"call:{behaviour}"] = suite.MethodCall("forward", behaviour, arguments, origin)
+    for method in cls.methods:
+        if method.name.startswith("_") or method.name == "forward":
+            continue
+        shared = [n for n in method.required if n in recorded]
+        if not shared:
+            continue  # not a method on the module's inputs; the program's run exercises it
+        missing = [n for n in method.required if n not in recorded and n not in method.loop_counts]
+        if missing:
+            reason = f"needs {', '.join(missing)}, which no recorded call shows"
+            outcome.untested.append(("method", f"{cls.file}::{cls.name}.{method.name}", reason))
+            continue
+        arguments = {n: recorded[n][0] if n in recorded else LOOP_COUNT for n in method.required}
+        counts = [n for n in method.required if n not in recorded]
+        origin = f"{', '.join(shared)} from the recorded inputs of {cls.name}"
+        if counts:
+            origin += f"; {', '.join(counts)}={LOOP_COUNT} (used as a loop count)"
+        calls[f"call:{method.name}"] = suite.MethodCall(
+            method.name, suite.snake(method.name), arguments, origin
+        )
+    return calls
+
+
+def _recorded_sources(forward: discover.Method, record: dict) -> dict[str, tuple[str, Any]]:
+    """forward's parameter -> where the recorded inputs hold it (`args[0]`, ...), and its value."""
+    names = [name for name, _ in forward.parameters]
+    args, kwargs = record["args"], record["kwargs"]
+    sources = {names[i]: (f"args[{i}]", args[i]) for i in range(min(len(names), len(args)))}
+    sources |= {k: (f"kwargs[{k!r}]", v) for k, v in kwargs.items() if k in names}
+    return sources
 
 
 def _borrowed_units(inventory: discover.Inventory, units: list[suite.Unit]) -> list[suite.Unit]:
@@ -288,7 +348,8 @@ def _replace(out_dir: Path, built: Path) -> None:
 def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
     for unit in plan.units:
         if unit.tests:
-            outcome.tested.append((unit.kind, f"{unit.file}::{unit.name}", sorted(unit.tests)))
+            tests = sorted(kind.removeprefix("call:").replace("_", " ") for kind in unit.tests)
+            outcome.tested.append((unit.kind, f"{unit.file}::{unit.name}", tests))
     captured = {(u.file, u.name) for u in plan.units if u.tests}
     skipped = run.skipped
     for cls in inventory.module_classes:

@@ -44,6 +44,7 @@ class Unit:
     name: str
     record: dict[str, Any]
     tests: set[str] = field(default_factory=set)
+    calls: dict[str, MethodCall] = field(default_factory=dict)  # test kind -> the call it makes
 
     @property
     def slug(self) -> str:
@@ -54,11 +55,24 @@ class Unit:
         base = snake(self.name)
         if self.kind == "function":
             return {"result": f"test_{base}_matches_recording"}
-        return {
+        names = {
             "forward": f"test_{base}_forward_matches_recording",
             "gradients": f"test_{base}_gradients_match_recording",
             "rows": f"test_{base}_output_rows_follow_input_rows",
         }
+        for kind, call in self.calls.items():
+            names[kind] = f"test_{base}_{call.behaviour}_matches_recording"
+        return names
+
+
+@dataclass
+class MethodCall:
+    """A call of a module's method (or of forward with fewer arguments) on recorded inputs."""
+
+    method: str
+    behaviour: str  # "generate", "forward_without_targets": names the test
+    arguments: dict[str, str]  # parameter -> source: "args[0]", "kwargs['x']", "2"
+    origin: str  # where the arguments come from, for the test's comment
 
 
 @dataclass
@@ -273,6 +287,17 @@ def _render_unit(unit: Unit, code: _Code) -> dict[str, Any]:
             borrowed=unit.record.get("borrowed_from"),
             made_for=unit.record.get("made_for"),
             probe=unit.record.get("probe"),
+            calls=[
+                {
+                    "behaviour": call.behaviour,
+                    "key": kind,
+                    "method": call.method,
+                    "origin": call.origin,
+                    "arguments": ", ".join(f"{k}={v}" for k, v in call.arguments.items()),
+                }
+                for kind, call in sorted(unit.calls.items())
+                if kind in unit.tests
+            ],
         )
     return rendered
 

@@ -168,6 +168,13 @@ def call(unit: Any, inputs: tuple[list[Any], dict[str, Any]]) -> Any:
         return unit(*args, **kwargs)
 
 
+def call_method(method: Any, **arguments: Any) -> Any:
+    """Call a module's method as `call` calls forward: seeded, random draws as on the CPU."""
+    seed_everything()
+    with _host_random():
+        return method(**arguments)
+
+
 def scalar_of(output: Any) -> torch.Tensor:
     """A scalar that depends on every floating-point value of `output`, to take gradients of."""
     tensors = [t for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
