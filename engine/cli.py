@@ -1,4 +1,5 @@
-"""The `pytpu` command line: rewrite, analyze, and the knowledge-base commands.
+"""The `pytpu` command line: migrate (the main job), verify, rewrite, analyze, testgen, and the
+knowledge-base commands.
 
 Exit codes follow black and ruff: 0 when there is nothing to do, 1 under `--check` when there is,
 2 for a usage error, a malformed knowledge base or an internal error. Other packages add commands
@@ -293,6 +294,101 @@ def testgen_command(
     )
     if json_file is not None:
         _write_json(json_file, {"command": "testgen", **outcome.as_dict()})
+
+
+# --- the main job ----------------------------------------------------------------------------
+
+RepositoryArgument = Annotated[
+    Path,
+    typer.Argument(metavar="PATH", help="The git repository (its top folder).", show_default=False),
+]
+
+
+def _stage_printer(console: Console) -> Callable[[str, str, float | None], None]:
+    """Each stage on its own line with its time, as it finishes (a spinner while it runs)."""
+    status = console.status("")
+
+    def on_stage(name: str, event: str, seconds: float | None) -> None:
+        if event == "start":
+            status.update(f"{name}...")
+            status.start()
+        else:
+            status.stop()
+            console.print(f"[green]done[/green] {name:<10} {seconds:6.1f} s")
+
+    return on_stage
+
+
+@app.command("migrate")
+def migrate_command(path: RepositoryArgument = Path(".")) -> None:
+    """The main job: tests, migration, parity, benchmark and report, on the branch pytpu/migrate.
+
+    On a git repository with a clean working tree, creates the branch pytpu/migrate from HEAD with
+    two commits: the generated behaviour tests, then the migration. Runs the tests on the
+    original code (CPU) and on the migrated code (XLA), times the training step on both, and
+    writes the report to .pytpu/report.md and .pytpu/report.json. The branch you are on, and your
+    working tree, are never changed. Exit code 0 on parity, 1 when a test regressed, 2 on errors.
+    """
+    from pytpu.engine import migrate
+    from pytpu.engine.reporting import markdown
+
+    console = Console(stderr=True)
+    try:
+        result = migrate.migrate(path, on_stage=_stage_printer(console))
+    except migrate.MigrateError as exc:
+        _err(f"pytpu migrate: error: {exc}")
+        raise typer.Exit(2) from None
+    words = {
+        "created": "created",
+        "updated": "updated with new commits",
+        "unchanged": "unchanged (nothing new)",
+    }
+    _err(f"branch {migrate.gitrepo.BRANCH}: {words[result.status]}")
+    _err(f"report: {result.report_dir / 'report.md'}")
+    typer.echo(markdown.verdict_line(result.document))
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("verify")
+def verify_command(
+    path: RepositoryArgument = Path("."),
+    base: Annotated[
+        str, typer.Option("--base", metavar="REV", help="The original code's revision.")
+    ] = "HEAD~1",
+    json_file: JsonOption = None,
+) -> None:
+    """Run the generated suite on the original code (REV, on the CPU) and on PATH (on XLA).
+
+    Prints the parity table, regressions first. Exit code 1 when a test that passes on the
+    original code does not pass on the migrated code.
+    """
+    from pytpu.engine import migrate
+
+    try:
+        outcome = migrate.verify(path, base)
+    except migrate.MigrateError as exc:
+        _err(f"pytpu verify: error: {exc}")
+        raise typer.Exit(2) from None
+    for problem in outcome["problems"]:
+        _err(f"warning: {problem}")
+    devices = outcome["devices"]
+    table = Table(
+        title_justify="left", title=f"Parity: {devices['baseline']} vs {devices['target']}"
+    )
+    for column in ("test", "before", "after"):
+        table.add_column(column)
+    for row in outcome["parity"]["tests"]:
+        style = "red" if row["regression"] else None
+        table.add_row(row["id"], row["baseline"], Text(row["target"], style=style or ""))
+    _stdout().print(table)
+    verdict = outcome["verdict"]
+    _err(
+        f"parity {verdict['passed_both']}/{verdict['total']}, "
+        f"{verdict['regressions']} regression(s)"
+    )
+    if json_file is not None:
+        _write_json(json_file, {"command": "verify", **outcome})
+    raise typer.Exit(1 if verdict["regressions"] else 0)
 
 
 # --- the knowledge base ----------------------------------------------------------------------

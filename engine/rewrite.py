@@ -257,13 +257,17 @@ def run(
     target: str = "torch_xla",
     write: bool = False,
     progress: Callable[[Iterable[Path], int], Iterable[Path]] | None = None,
+    select: Callable[[str], bool] | None = None,
 ) -> RunResult:
-    """Rewrite (or, without `write`, only plan) every Python file under `root`."""
+    """Rewrite (or, without `write`, only plan) every Python file under `root`; `select` (given
+    the path relative to `root`) leaves out what the configuration excludes."""
     name, version = parse_target(target)
     compiled = compiled_kb(name, version)
     root = root.absolute()
     files, problems = discover(root)
     base = root if root.is_dir() else root.parent
+    if select is not None:
+        files = [p for p in files if select(_rel(p, base))]
     run_result = RunResult(
         root=str(root), target=target, files=[], skipped=[(_rel(p, base), r) for p, r in problems]
     )

@@ -41,6 +41,7 @@ class Outcome:
     tested: list[tuple[str, str, list[str]]] = field(default_factory=list)  # kind, name, tests
     untested: list[tuple[str, str, str]] = field(default_factory=list)  # kind, name, reason
     command: str = ""
+    accelerator_flag: str | None = None  # the flag that selects the GPU, passed again on XLA
     out: Path | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     data_bytes: int = 0
@@ -80,6 +81,7 @@ def generate(
     if command is None:
         raise TestgenError(f"{root}: no script to run found; give the short command with --run")
     outcome.command = command.command
+    outcome.accelerator_flag = command.accelerator_flag
     stage(f"recording `{command.command}` twice")
     try:
         first, second = record.record_twice(

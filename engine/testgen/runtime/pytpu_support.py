@@ -54,7 +54,7 @@ class UnitUnavailable(Exception):
 
 def device_kind() -> str:
     kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
-    if kind not in ("cpu", "xla"):
+    if kind not in ("cpu", "xla", "cuda"):  # cuda: a baseline on a GPU machine, if there is one
         raise SystemExit(f"PYTPU_DEVICE={kind!r}: use cpu or xla")
     return kind
 
@@ -64,7 +64,7 @@ def device() -> torch.device:
         import torch_xla
 
         return torch_xla.device()
-    return torch.device("cpu")
+    return torch.device(device_kind())
 
 
 def seed_everything(seed: int = SEED) -> None:
@@ -475,9 +475,9 @@ class ProgramRun:
         self.executions = sum(record.get("xla_executions") or 0 for record in harness)
 
 
-def command_for_device(command: str, accelerator_flag: str | None) -> str:
+def command_for_device(command: str, accelerator_flag: str | None, kind: str | None = None) -> str:
     """On XLA, a `--device cpu` argument names the XLA device, and an accelerator flag is passed."""
-    if device_kind() != "xla":
+    if (kind or device_kind()) != "xla":
         return command
     command = re.sub(r"(--device(?:_type)?(?:=|\s+))cpu\b", r"\1xla", command)
     if accelerator_flag and not re.search(rf"(^|\s){re.escape(accelerator_flag)}(\s|$)", command):

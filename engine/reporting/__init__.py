@@ -1,0 +1,1 @@
+"""The migration report: a JSON document and the Markdown a reviewer reads, from Jinja templates."""

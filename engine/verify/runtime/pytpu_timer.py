@@ -1,0 +1,197 @@
+"""PyTPU's step timer inside the user's program (installed by this folder's sitecustomize).
+
+A training step ends at each optimizer step, or, in programs that update their parameters by hand,
+at the end of each backward pass of a scalar loss. At each end the XLA side first waits for the
+device (`torch_xla.sync(wait=True)`): XLA runs lazily, so the clock would otherwise stop before the
+work is done. The first intervals are warm-up (XLA compiles there); once the timed steps are in,
+the results are written and the program ends at once. A program that ends earlier leaves what it
+got, written at exit. One JSON file per process; settings come as JSON in PYTPU_BENCHMARK.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SETTINGS_ENV = "PYTPU_BENCHMARK"
+# `.item()` and the like show as this counter: a device-to-host read, counted with the transfers,
+# not a computation that fell back to the CPU.
+NOT_A_FALLBACK = frozenset({"aten::_local_scalar_dense"})
+
+
+class StepTimer:
+    """The step boundaries of one process and what XLA reported at them."""
+
+    def __init__(self, settings: dict[str, Any]):
+        self.out = Path(settings["out"])
+        self.device = settings.get("device", "cpu")
+        self.warmup = int(settings.get("warmup", 3))
+        self.steps = int(settings.get("steps", 10))
+        self.started = time.perf_counter()
+        self.boundary: str | None = None  # "optimizer step" or "backward", once one happened
+        self.optimizer: int | None = None  # the optimizer whose steps end the training steps
+        self.device_name: str | None = None
+        self.finished = False
+        self.restart()
+
+    def restart(self) -> None:
+        self.last = self.started
+        self.warmup_ms: list[float] = []  # the time to the first boundary, then warm-up steps
+        self.step_ms: list[float] = []
+        self.evidence_start: dict[str, Any] | None = None  # XLA's counters as timing began
+        self.evidence: dict[str, Any] | None = None  # and at the latest boundary
+
+    # the boundaries
+
+    def watch(self) -> None:
+        timer = self
+        original_backward = torch.Tensor.backward
+
+        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            result = original_backward(tensor, *args, **kwargs)
+            if tensor.numel() == 1:
+                timer.after_backward()
+            return result
+
+        torch.Tensor.backward = backward
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(self.after_optimizer_step)
+        atexit.register(self.at_exit)
+
+    def after_backward(self) -> None:
+        # Backward ends are boundaries only while no optimizer has stepped.
+        if self.boundary in (None, "backward"):
+            self.boundary = "backward"
+            self.mark()
+
+    def after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.boundary != "optimizer step":
+            # The program has optimizer steps: they end the training steps; the backward passes
+            # counted so far were part of the first one.
+            self.boundary, self.optimizer = "optimizer step", id(optimizer)
+            self.restart()
+        elif id(optimizer) != self.optimizer:
+            return  # another optimizer of the same iteration (a GAN's): one boundary per step
+        self.mark()
+
+    def mark(self) -> None:
+        if self.finished:
+            return
+        on_xla = self.wait_for_device()
+        stop = time.perf_counter()
+        elapsed = (stop - self.last) * 1000.0
+        if len(self.warmup_ms) <= self.warmup:
+            self.warmup_ms.append(elapsed)
+        else:
+            self.step_ms.append(elapsed)
+        if on_xla:
+            self.evidence = xla_evidence()
+            if not self.step_ms and len(self.warmup_ms) == self.warmup + 1:
+                self.evidence_start = self.evidence
+        if len(self.step_ms) >= self.steps:
+            self.finish()
+        self.last = time.perf_counter()  # the bookkeeping above is not the program's time
+
+    def wait_for_device(self) -> bool:
+        """Wait until the device has done the step's work; True on XLA."""
+        if self.device == "xla" and "torch_xla" in sys.modules:
+            import torch_xla
+
+            torch_xla.sync(wait=True)
+            if self.device_name is None:
+                import torch_xla.runtime
+
+                self.device_name = f"XLA:{torch_xla.runtime.device_type()}"
+            return True
+        if self.device == "cuda" and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        return False
+
+    # the results
+
+    def finish(self) -> None:
+        """All steps are timed: the rest of the program is not needed."""
+        self.finished = True
+        self.write(complete=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def at_exit(self) -> None:
+        if not self.finished:
+            self.write(complete=False)
+
+    def write(self, complete: bool) -> None:
+        result = {
+            "pid": os.getpid(),
+            "rank": _rank(),
+            "complete": complete,
+            "boundary": self.boundary,
+            "steps_ran": len(self.warmup_ms) + len(self.step_ms),
+            "warmup_ms": self.warmup_ms,
+            "step_ms": self.step_ms,
+            "device_name": self.device_name,
+            "evidence_start": self.evidence_start,
+            "evidence": self.evidence,
+        }
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / f"timer-{os.getpid()}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(result))
+        path.with_suffix(".tmp").replace(path)
+
+
+def xla_evidence() -> dict[str, Any]:
+    """XLA's counters so far: graphs compiled, compile time, transfers to the host, fallbacks."""
+    import torch_xla.debug.metrics as met
+
+    compiles = met.metric_data("CompileTime")  # (samples, total ns, recent samples) or None
+    transfers = met.metric_data("TransferFromDeviceTime")
+    fallbacks = {
+        name: met.counter_value(name)
+        for name in met.counter_names()
+        if name.startswith("aten::") and name not in NOT_A_FALLBACK
+    }
+    return {
+        "graphs": compiles[0] if compiles else 0,
+        "compile_seconds": compiles[1] / 1e9 if compiles else 0.0,
+        "transfers": transfers[0] if transfers else 0,
+        "fallbacks": fallbacks,
+    }
+
+
+def _rank() -> int:
+    try:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank()
+    except (RuntimeError, ValueError):
+        pass
+    try:
+        return int(os.environ.get("RANK") or 0)
+    except ValueError:
+        return 0
+
+
+def _map_cuda_to_cpu(settings: dict[str, Any]) -> None:
+    """The original program takes its CUDA path with the work on the CPU, as test generation runs
+    it: the harness's own mapping, from engine/testgen/runtime on PYTHONPATH."""
+    import pytpu_harness
+
+    repository = pytpu_harness.Harness({"root": settings["root"], "out": settings["out"]})
+    pytpu_harness._map_cuda_runtime(repository.in_repo)
+    pytpu_harness.CudaToCpu().__enter__()
+
+
+def install_timer() -> None:
+    """Called by this folder's sitecustomize when PYTPU_BENCHMARK is set."""
+    settings = json.loads(os.environ[SETTINGS_ENV])
+    if settings.get("device", "cpu") == "cpu":
+        _map_cuda_to_cpu(settings)
+    StepTimer(settings).watch()

@@ -1,0 +1,222 @@
+"""Per-repository configuration: sources, defaults, and errors that say where and what to do."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytpu.engine import config
+from pytpu.engine.config import KEYS, Config, ConfigError, load
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def yaml_error(root: Path, text: str) -> str:
+    write(root, ".github/pytpu.yml", text)
+    with pytest.raises(ConfigError) as info:
+        load(root)
+    return str(info.value)
+
+
+def test_defaults_without_files(tmp_path):
+    write(tmp_path, "pyproject.toml", '[project]\nname = "x"\n')  # no [tool.pytpu]
+    loaded = load(tmp_path)
+    assert loaded == Config()
+    assert loaded.source is None
+    assert loaded.tests == "tests/pytpu" and loaded.tolerance == 1.0 and loaded.timeout == 300.0
+    assert loaded.selects("any/file.py")
+
+
+def test_every_key_is_documented_and_checked():
+    assert set(KEYS) == set(config._CHECKS)
+    assert set(KEYS) | {"source"} == set(Config().as_dict())
+
+
+@pytest.mark.parametrize("name", [".github/pytpu.yml", ".github/pytpu.yaml"])
+def test_yaml_values_are_read(tmp_path, name):
+    write(
+        tmp_path,
+        name,
+        """\
+        include: ["src/"]
+        exclude: ["src/vendor/"]
+        run: python train.py --steps 2
+        benchmark: python bench.py
+        tolerance: 2
+        baseline_device: cuda
+        target: torch_xla==2.9
+        tests: checks/tpu/
+        timeout: 60
+        """,
+    )
+    loaded = load(tmp_path)
+    assert loaded.as_dict() == {
+        "include": ["src/"],
+        "exclude": ["src/vendor/"],
+        "run": "python train.py --steps 2",
+        "benchmark": "python bench.py",
+        "tolerance": 2.0,
+        "baseline_device": "cuda",
+        "target": "torch_xla==2.9",
+        "tests": "checks/tpu",
+        "timeout": 60.0,
+        "source": name,
+    }
+    assert isinstance(loaded.tolerance, float)
+
+
+def test_empty_yaml_gives_defaults(tmp_path):
+    write(tmp_path, ".github/pytpu.yml", "# nothing yet\n")
+    assert load(tmp_path) == Config(source=".github/pytpu.yml")
+
+
+def test_pyproject_table_is_read(tmp_path):
+    write(
+        tmp_path,
+        "pyproject.toml",
+        """\
+        [project]
+        name = "x"
+
+        [tool.pytpu]
+        run = "python main.py"
+        exclude = ["docs/"]
+        tolerance = 1.5
+        """,
+    )
+    loaded = load(tmp_path)
+    assert loaded.source == "pyproject.toml"
+    assert loaded.run == "python main.py"
+    assert loaded.benchmark_command == "python main.py"  # benchmark falls back to run
+    assert loaded.exclude == ("docs/",)
+    assert loaded.tolerance == 1.5
+
+
+def test_both_sources_are_an_error_naming_both(tmp_path):
+    write(tmp_path, ".github/pytpu.yml", "run: python a.py\n")
+    write(tmp_path, "pyproject.toml", '[tool.pytpu]\nrun = "python b.py"\n')
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path)
+    message = str(info.value)
+    assert ".github/pytpu.yml" in message and "pyproject.toml" in message
+    assert "keep one" in message and "remove the [tool.pytpu] table" in message
+
+
+def test_two_yaml_files_are_an_error_naming_both(tmp_path):
+    write(tmp_path, ".github/pytpu.yml", "run: a\n")
+    write(tmp_path, ".github/pytpu.yaml", "run: b\n")
+    with pytest.raises(ConfigError, match=r"pytpu\.yml.*pytpu\.yaml"):
+        load(tmp_path)
+
+
+def test_unknown_yaml_key_names_key_file_line_and_close_key(tmp_path):
+    message = yaml_error(tmp_path, "run: python a.py\n\nbenchmarks: python b.py\n")
+    assert message.startswith(".github/pytpu.yml:3:")
+    assert "`benchmarks`" in message
+    assert "did you mean `benchmark`?" in message
+
+
+def test_unknown_key_without_close_match_lists_known_keys(tmp_path):
+    message = yaml_error(tmp_path, "zzz: 1\n")
+    assert "`zzz`" in message and "known keys:" in message and "baseline_device" in message
+
+
+def test_unknown_pyproject_key_names_table_key_and_line(tmp_path):
+    write(
+        tmp_path,
+        "pyproject.toml",
+        '[tool.other]\ntimeouts = 1\n\n[tool.pytpu]\nrun = "x"\ntimeouts = 5\n',
+    )
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path)
+    message = str(info.value)
+    assert message.startswith("pyproject.toml:6 [tool.pytpu]:")
+    assert "`timeouts`" in message and "did you mean `timeout`?" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('tolerance: "x"', "tolerance"),
+        ("tolerance: -1", "tolerance"),
+        ("tolerance: true", "tolerance"),
+        ("timeout: 0", "timeout"),
+        ("include: src/", "include"),
+        ("exclude: [1]", "exclude"),
+        ("exclude: ['!']", "exclude"),
+        ("baseline_device: tpu", "baseline_device"),
+        ("target: jax", "target"),
+        ("target: torch_xla==not-a-version", "target"),
+        ("run: [python, a.py]", "run"),
+        ("benchmark: ''", "benchmark"),
+    ],
+)
+def test_bad_values_name_the_key_and_line(tmp_path, text, key):
+    message = yaml_error(tmp_path, f"run: python a.py\n{text}\n")
+    assert message.startswith(f".github/pytpu.yml:2: `{key}` ")
+
+
+def test_bad_pyproject_value_names_the_key(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.pytpu]\nbaseline_device = "tpu"\n')
+    with pytest.raises(ConfigError, match=r"^pyproject\.toml:2 \[tool\.pytpu\]: `baseline_device`"):
+        load(tmp_path)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    message = yaml_error(tmp_path, "run: python a.py\ninclude: [src/\nexclude: []\n")
+    assert message.startswith(".github/pytpu.yml:3: not valid YAML")
+
+
+def test_duplicate_yaml_key_is_an_error(tmp_path):
+    message = yaml_error(tmp_path, "run: a\nrun: b\n")
+    assert message.startswith(".github/pytpu.yml:2:") and "`run`" in message and ":1" in message
+
+
+def test_top_level_must_be_a_mapping(tmp_path):
+    message = yaml_error(tmp_path, "- run\n- python a.py\n")
+    assert message.startswith(".github/pytpu.yml:1:") and "mapping" in message
+
+
+def test_yaml_is_loaded_safely(tmp_path):
+    message = yaml_error(tmp_path, "run: !!python/object/apply:os.system ['true']\n")
+    assert "not valid YAML" in message
+
+
+def test_invalid_pyproject_is_an_error(tmp_path):
+    write(tmp_path, "pyproject.toml", "[tool.pytpu\n")
+    with pytest.raises(ConfigError, match=r"^pyproject\.toml: not valid TOML"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize("tests", ["../x", "a/../../x", "/abs/tests", "C:\\tests", ".", ""])
+def test_tests_folder_must_stay_inside_the_repository(tmp_path, tests):
+    message = yaml_error(tmp_path, f"tests: '{tests}'\n")
+    assert message.startswith(".github/pytpu.yml:1: `tests` ")
+
+
+def test_tests_folder_inside_is_normalised(tmp_path):
+    write(tmp_path, ".github/pytpu.yml", "tests: ./a/../suite/\n")
+    assert load(tmp_path).tests == "suite"
+
+
+def test_selects_applies_include_then_exclude():
+    chosen = Config(include=("src/", "*.py"), exclude=("src/vendor/", "test_*.py"))
+    assert chosen.selects("src/model.py")
+    assert chosen.selects("src/data/readme.txt")
+    assert chosen.selects("train.py")
+    assert not chosen.selects("docs/readme.txt")  # not included
+    assert not chosen.selects("src/vendor/lib.py")  # excluded under an included folder
+    assert not chosen.selects("tests/test_model.py")  # excluded by name
+
+
+def test_selects_everything_by_default_except_excluded():
+    assert Config().selects("a/b/c.py")
+    assert not Config(exclude=("build/",)).selects("build/x.py")
+    assert Config(exclude=("build/",)).selects("src/build.py")

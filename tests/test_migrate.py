@@ -1,0 +1,168 @@
+"""`pytpu migrate` end to end on a small CUDA program in a git repository of its own, and
+`pytpu verify`: the branch, the parity table, the benchmark, the report, and the bad paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+from markdown_it import MarkdownIt
+
+from pytpu.engine import migrate, rewrite
+
+FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
+CONFIG = "run: python train.py --cuda --steps 16\n"
+PERSON = git.Actor("A Person", "person@example.invalid")
+
+
+def _pytpu(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTPU_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytpu.engine.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _repository(folder: Path) -> git.Repo:
+    shutil.copytree(FIXTURE, folder)
+    (folder / ".github").mkdir()
+    (folder / ".github" / "pytpu.yml").write_text(CONFIG)
+    repo = git.Repo.init(folder, initial_branch="main")
+    repo.git.add("--all")
+    repo.index.commit("A CUDA program", author=PERSON, committer=PERSON)
+    return repo
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of the checkout except git's own and PyTPU's ignored output."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and ".git" not in p.parts and ".pytpu" not in p.parts
+    }
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("migrate") / "tiny"
+    repo = _repository(folder)
+    before = {"head": repo.head.commit.hexsha, "files": _snapshot(folder)}
+    result = _pytpu("migrate", str(folder))
+    return folder, repo, before, result
+
+
+def test_first_run_makes_the_branch_with_two_commits(migrated):
+    folder, repo, before, result = migrated
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The starting branch and the checkout are exactly as they were.
+    assert repo.active_branch.name == "main"
+    assert repo.heads.main.commit.hexsha == before["head"]
+    assert _snapshot(folder) == before["files"]
+    assert not repo.is_dirty(untracked_files=True)
+    commits = list(repo.iter_commits("main..pytpu/migrate"))
+    assert [c.summary for c in commits] == [migrate.MIGRATION_MESSAGE, migrate.TESTS_MESSAGE]
+    tests_commit, migration_commit = commits[1], commits[0]
+    assert tests_commit.parents[0].hexsha == before["head"]
+    added = {d.b_path for d in tests_commit.parents[0].diff(tests_commit)}
+    assert added and all(p.startswith("tests/pytpu/") for p in added)
+    changed = {d.b_path for d in tests_commit.diff(migration_commit)}
+    assert changed == {"train.py"}
+    assert "torch_xla" in (migration_commit.tree / "train.py").data_stream.read().decode()
+
+
+def test_report_has_parity_benchmark_and_evidence(migrated):
+    folder, _, _, result = migrated
+    document = json.loads((folder / ".pytpu" / "report.json").read_text())
+    verdict = document["verdict"]
+    assert verdict["status"] == "parity"
+    assert verdict["total"] >= 10 and verdict["passed_both"] == verdict["total"]
+    assert all(row["baseline"] == row["target"] == "passed" for row in document["parity"]["tests"])
+    bench = document["benchmark"]
+    assert bench["error"] is None, bench
+    assert bench["baseline"]["median_ms"] > 0 and bench["target"]["median_ms"] > 0
+    assert bench["target"]["compile"]["graphs"] >= 1
+    assert bench["target"]["compile"]["after_warmup"] == 0
+    assert bench["speedup"] > 0
+    assert {f["path"] for f in document["changes"]["files"]} == {"train.py"}
+    # The verdict line the command prints is the report's first line.
+    assert result.stdout.strip().splitlines()[-1].startswith("PyTPU: parity")
+    page = (folder / ".pytpu" / "report.md").read_text()
+    tokens = MarkdownIt("commonmark").enable("table").parse(page)
+    assert any(t.type == "table_open" for t in tokens)
+    assert "XLA on the CPU" in page
+
+
+def test_second_run_with_nothing_new_keeps_the_branch(migrated):
+    folder, repo, _, _ = migrated
+    tip = repo.heads["pytpu/migrate"].commit.hexsha
+    result = _pytpu("migrate", str(folder))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "unchanged" in result.stderr
+    assert repo.heads["pytpu/migrate"].commit.hexsha == tip
+
+
+def test_a_persons_commit_on_the_branch_is_never_overwritten(migrated, tmp_path):
+    folder, _, _, _ = migrated
+    clone = git.Repo.clone_from(folder, tmp_path / "clone")
+    clone.create_head("pytpu/migrate", clone.remotes.origin.refs["pytpu/migrate"])
+    clone.heads["pytpu/migrate"].checkout()
+    (tmp_path / "clone" / "NOTES.md").write_text("my review notes\n")
+    clone.index.add(["NOTES.md"])
+    mine = clone.index.commit("Review notes", author=PERSON, committer=PERSON)
+    clone.heads.main.checkout()
+    result = _pytpu("migrate", str(tmp_path / "clone"))
+    assert result.returncode == 2
+    assert "did not make" in result.stderr and mine.hexsha[:7] in result.stderr
+    assert clone.heads["pytpu/migrate"].commit.hexsha == mine.hexsha
+
+
+def test_dirty_tree_is_refused_and_nothing_changes(tmp_path):
+    repo = _repository(tmp_path / "repo")
+    (tmp_path / "repo" / "train.py").write_text("# work in progress\n")
+    result = _pytpu("migrate", str(tmp_path / "repo"))
+    assert result.returncode == 2
+    assert "working tree has changes (train.py)" in result.stderr
+    assert "pytpu/migrate" not in repo.heads
+    assert (tmp_path / "repo" / "train.py").read_text() == "# work in progress\n"
+
+
+def test_not_a_repository_is_refused(tmp_path):
+    shutil.copytree(FIXTURE, tmp_path / "plain")
+    result = _pytpu("migrate", str(tmp_path / "plain"))
+    assert result.returncode == 2
+    assert "not a git repository" in result.stderr
+    assert not (tmp_path / "plain" / ".pytpu").exists()
+
+
+def test_a_migration_that_breaks_a_test_is_named_with_exit_code_1(tmp_path, monkeypatch):
+    repo = _repository(tmp_path / "repo")
+    real_run = rewrite.run
+
+    def breaking_run(root, **kwargs):
+        result = real_run(root, **kwargs)
+        train = Path(root) / "train.py"  # on purpose: the residual of Block changes sign
+        train.write_text(train.read_text().replace("x + self.scale *", "x - self.scale *"))
+        return result
+
+    monkeypatch.setattr(migrate.rewrite, "run", breaking_run)
+    result = migrate.migrate(tmp_path / "repo")
+    assert result.exit_code == 1
+    verdict = result.document["verdict"]
+    assert verdict["status"] == "regressed" and verdict["regressions"] >= 1
+    rows = result.document["parity"]["tests"]
+    flags = [row["regression"] for row in rows]
+    assert flags == sorted(flags, reverse=True)  # regressions first
+    broken = [row for row in rows if row["regression"]]
+    assert any("test_block_forward" in row["id"] and row["target"] == "failed" for row in broken)
+    assert "regression" in result.markdown.lower()
+    assert repo.heads.main.commit.summary == "A CUDA program"

@@ -1,0 +1,277 @@
+"""The step benchmark: the CUDA program timed on the CPU, the migrated one on XLA:CPU with XLA's
+evidence (graphs compiled, none after warm-up, host transfers, fallbacks), and its failure modes:
+too few steps, a program that fails or hangs, a program the timer never saw."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytpu.engine.verify import benchmark
+
+FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
+PYTPU = [sys.executable, "-m", "pytpu.engine.cli"]
+TINY = "python train.py --cuda --steps {steps}"
+WARMUP, STEPS = 2, 5
+
+
+def _copy(tmp_path: Path, name: str = "repo") -> Path:
+    return Path(shutil.copytree(FIXTURE, tmp_path / name))
+
+
+def _program(tmp_path: Path, source: str) -> Path:
+    repo = tmp_path / "program"
+    repo.mkdir()
+    (repo / "train.py").write_text(textwrap.dedent(source))
+    return repo
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = _copy(tmp_path_factory.mktemp("migrated"))
+    done = subprocess.run(
+        [*PYTPU, "rewrite", ".", "--write"], cwd=repo, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "torch_xla" in (repo / "train.py").read_text()
+    return repo
+
+
+@pytest.fixture(scope="module")
+def on_xla(migrated: Path) -> dict:
+    return benchmark.measure(migrated, TINY.format(steps=12), "xla", WARMUP, STEPS, timeout=300)
+
+
+# --- the original program on the CPU ------------------------------------------------------------
+
+
+def test_cpu_side_times_the_cuda_program_with_cuda_mapped_to_the_cpu(tmp_path, monkeypatch):
+    repo = _copy(tmp_path)
+    probe = tmp_path / "environment.json"
+    monkeypatch.setenv("TINY_ENV_PROBE", str(probe))
+    monkeypatch.setenv("GITHUB_TOKEN", "secret")
+    result = benchmark.measure(repo, TINY.format(steps=12), "cpu", WARMUP, STEPS, timeout=120)
+    assert result["error"] is None, result["error"]
+    assert result["exit_code"] == 0  # `.to(torch.device('cuda'))` ran: CUDA went to the CPU
+    assert result["device"] == "cpu" and result["device_name"] == "CPU"
+    assert result["steps_timed"] == STEPS
+    assert result["boundary"] == "optimizer step"
+    assert result["median_ms"] > 0
+    spread = result["spread_ms"]
+    assert spread["min"] <= spread["p25"] <= result["median_ms"] <= spread["p75"] <= spread["max"]
+    assert len(result["warmup_ms"]) == WARMUP + 1  # the first step, then the warm-up steps
+    assert result["compile"] is None and result["transfers_per_step"] is None
+    assert result["cpu_fallbacks"] is None
+    names = json.loads(probe.read_text())
+    assert "GITHUB_TOKEN" not in names and "PYTPU_BENCHMARK" in names
+
+
+def test_the_program_ends_once_the_steps_are_timed(tmp_path):
+    # A million steps would take many minutes; the timer ends the program after 1 + 2 + 5.
+    result = benchmark.measure(
+        _copy(tmp_path), TINY.format(steps=1_000_000), "cpu", WARMUP, STEPS, timeout=120
+    )
+    assert result["error"] is None, result["error"]
+    assert result["steps_timed"] == STEPS and result["seconds"] < 60
+
+
+def test_too_few_steps_is_an_error_that_says_what_to_do(tmp_path):
+    result = benchmark.measure(_copy(tmp_path), TINY.format(steps=4), "cpu", WARMUP, STEPS)
+    assert result["exit_code"] == 0
+    assert result["steps_timed"] == 0 and result["median_ms"] is None
+    assert result["spread_ms"] is None
+    assert result["error"] == (
+        "only 4 steps ran; the benchmark needs 2 warm-up + at least 2 timed steps (after the"
+        " first step, which includes start-up): give a longer `benchmark` command"
+    )
+
+
+def test_a_program_that_stops_early_keeps_the_steps_it_timed(tmp_path):
+    # 1 + 2 warm-up + 3 timed of the 5 asked for: reported, without an error.
+    result = benchmark.measure(_copy(tmp_path), TINY.format(steps=6), "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert result["steps_timed"] == 3 and result["median_ms"] > 0
+
+
+def test_manual_updates_are_timed_at_the_end_of_backward(tmp_path):
+    repo = _program(
+        tmp_path,
+        """
+        import torch
+
+        w = torch.zeros(8, 1, requires_grad=True)
+        x, y = torch.randn(32, 8), torch.randn(32, 1)
+        for step in range(10):
+            loss = (x @ w - y).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w -= 0.1 * w.grad
+                w.grad.zero_()
+        """,
+    )
+    result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert result["boundary"] == "backward"
+    assert result["steps_timed"] == STEPS
+
+
+def test_backward_ends_give_way_to_optimizer_steps(tmp_path):
+    # Two backward passes per optimizer step (gradient accumulation): steps are the boundary, so
+    # 7 iterations give 1 + 2 warm-up + 4 timed steps; counting the 14 backward ends as well (or
+    # the first iteration's) would time all 5.
+    repo = _program(
+        tmp_path,
+        """
+        import torch
+
+        model = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(32, 8)
+        for step in range(7):
+            for micro in range(2):
+                model(x).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    )
+    result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert result["boundary"] == "optimizer step" and result["steps_timed"] == 4
+
+
+def test_a_failing_program_reports_its_exit_code_and_stderr(tmp_path):
+    repo = _program(tmp_path, "raise SystemExit('the data folder is missing')\n")
+    result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
+    assert result["exit_code"] == 1
+    assert result["error"].startswith("`python train.py` exited with 1:")
+    assert "the data folder is missing" in result["error"]
+
+
+def test_a_program_that_hangs_is_stopped_at_the_timeout(tmp_path):
+    # The sleeping grandchild (the shell's background job) must not hold the run open either.
+    repo = _program(tmp_path, "import time\ntime.sleep(120)\n")
+    result = benchmark.measure(repo, "sleep 120 & python train.py", "cpu", timeout=5)
+    assert result["seconds"] < 30
+    assert "did not finish its first 6 steps in 5 s" in result["error"]
+
+
+def test_a_command_without_python_has_no_timer(tmp_path):
+    result = benchmark.measure(tmp_path, "true", "cpu")
+    assert result["exit_code"] == 0 and result["steps_timed"] == 0
+    assert "ran without the step timer" in result["error"]
+
+
+def test_the_environment_s_own_sitecustomize_still_runs(tmp_path, monkeypatch):
+    own = tmp_path / "site"
+    own.mkdir()
+    marker = tmp_path / "marker"
+    (own / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.setenv("PYTHONPATH", str(own))
+    result = benchmark.measure(_copy(tmp_path), TINY.format(steps=12), "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert marker.exists()
+
+
+# --- the migrated program on XLA ---------------------------------------------------------------
+
+
+def test_xla_side_times_the_migrated_program_with_xla_evidence(on_xla):
+    assert on_xla["error"] is None, on_xla["error"]
+    assert on_xla["exit_code"] == 0
+    assert on_xla["device"] == "xla" and on_xla["device_name"] == "XLA:CPU"
+    assert on_xla["steps_timed"] == STEPS and on_xla["median_ms"] > 0
+    assert on_xla["boundary"] == "optimizer step"
+    assert on_xla["compile"]["graphs"] >= 1 and on_xla["compile"]["seconds"] > 0
+    assert on_xla["compile"]["after_warmup"] == 0  # the steady state compiles nothing
+    # The program prints loss.item() every step: one read of the device per step, and that read
+    # is a transfer, not a CPU fallback.
+    assert on_xla["transfers_per_step"] == 1.0
+    assert on_xla["cpu_fallbacks"] == {}
+
+
+def test_compare_gives_the_speedup_of_the_median_step(on_xla, tmp_path):
+    baseline = benchmark.measure(
+        _copy(tmp_path), TINY.format(steps=12), "cpu", WARMUP, STEPS, timeout=120
+    )
+    compared = benchmark.compare("python train.py", baseline, on_xla, WARMUP, STEPS)
+    assert compared["error"] is None
+    assert compared["method"] == benchmark.METHOD and compared["steps"] == STEPS
+    assert compared["speedup"] == pytest.approx(baseline["median_ms"] / on_xla["median_ms"], 1e-2)
+
+
+def test_compare_without_a_median_has_no_speedup_and_names_the_side(on_xla):
+    failed = {**on_xla, "device": "cpu", "device_name": "CPU", "median_ms": None,
+              "error": "only 1 steps ran"}  # fmt: skip
+    compared = benchmark.compare("python train.py", failed, on_xla, WARMUP, STEPS)
+    assert compared["speedup"] is None
+    assert compared["error"] == "baseline (CPU): only 1 steps ran"
+
+
+def test_a_training_step_that_changes_shape_recompiles_after_warm_up(tmp_path):
+    repo = _program(
+        tmp_path,
+        """
+        import torch
+        import torch_xla
+
+        device = torch_xla.device()
+        model = torch.nn.Linear(8, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for step in range(12):
+            x = torch.randn(4 + step, 8).to(device)  # a new batch size each step: a new graph
+            loss = model(x).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            torch_xla.sync()
+        """,
+    )
+    result = benchmark.measure(repo, "python train.py", "xla", WARMUP, STEPS, timeout=300)
+    assert result["error"] is None, result["error"]
+    assert result["steps_timed"] == STEPS
+    assert result["compile"]["after_warmup"] >= STEPS  # at least one new graph per timed step
+
+
+def test_manual_updates_on_xla_reach_a_steady_state(tmp_path):
+    # The program never syncs: the timer's sync at each backward end runs the steps (without it,
+    # nothing would run before the program ends, and no graph would be compiled).
+    repo = _program(
+        tmp_path,
+        """
+        import torch
+        import torch_xla
+
+        device = torch_xla.device()
+        w = torch.zeros(8, 1, device=device, requires_grad=True)
+        x, y = torch.randn(32, 8).to(device), torch.randn(32, 1).to(device)
+        for step in range(12):
+            loss = (x @ w - y).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w -= 0.1 * w.grad
+                w.grad.zero_()
+        """,
+    )
+    result = benchmark.measure(repo, "python train.py", "xla", WARMUP, STEPS, timeout=300)
+    assert result["error"] is None, result["error"]
+    assert result["boundary"] == "backward" and result["steps_timed"] == STEPS
+    assert result["compile"]["graphs"] >= 1 and result["compile"]["after_warmup"] == 0
+    assert result["transfers_per_step"] == 0
+
+
+def test_a_program_that_stays_on_the_cpu_is_not_an_xla_measurement(tmp_path):
+    # The original, unmigrated program without --cuda: it never touches the XLA device.
+    result = benchmark.measure(
+        _copy(tmp_path), "python train.py --steps 12", "xla", WARMUP, STEPS, timeout=300
+    )
+    assert result["steps_timed"] == STEPS
+    assert result["compile"]["graphs"] == 0
+    assert result["error"] == (
+        "the program compiled no graph for the XLA device: its steps did not run there"
+    )
