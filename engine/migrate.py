@@ -39,6 +39,10 @@ class MigrateError(Exception):
     """The main job could not run; nothing of the user's was changed. The message says why."""
 
 
+class BranchTaken(MigrateError):
+    """`pytpu/migrate` holds commits PyTPU did not make; they are never overwritten."""
+
+
 @dataclass
 class Result:
     document: dict[str, Any]
@@ -61,6 +65,8 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
         base = repo.head.commit
         previous = gitrepo.own_commits(repo, base)
         settings = config_module.load(root)
+    except gitrepo.BranchOwnedError as exc:
+        raise BranchTaken(str(exc)) from None
     except (gitrepo.GitError, config_module.ConfigError) as exc:
         raise MigrateError(str(exc)) from None
     start_branch = None if repo.head.is_detached else repo.active_branch.name
@@ -80,7 +86,11 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
         with stage("tests"):
             try:
                 generated = testgen.generate(
-                    work, run=settings.run, out=settings.tests, timeout=settings.timeout
+                    work,
+                    run=settings.run,
+                    out=settings.tests,
+                    timeout=settings.timeout,
+                    tolerance=settings.tolerance,
                 )
             except testgen.TestgenError as exc:
                 raise MigrateError(f"test generation: {exc}") from None
@@ -140,7 +150,7 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
 
 def _benchmark(original: Path, work: Path, settings: Any, generated: Any) -> dict[str, Any]:
     """The configured benchmark command, else the recorded run, on each side."""
-    command = settings.benchmark or settings.run or generated.command
+    command = settings.benchmark_command or generated.command
     flag = generated.accelerator_flag
     baseline = benchmark.measure(
         original,

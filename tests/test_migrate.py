@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from pytpu.engine import migrate, rewrite
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
-CONFIG = "run: python train.py --cuda --steps 16\n"
+CONFIG = "run: python train.py --cuda --steps 16\ntolerance: 2.0\n"
 PERSON = git.Actor("A Person", "person@example.invalid")
 
 
@@ -75,6 +75,9 @@ def test_first_run_makes_the_branch_with_two_commits(migrated):
     assert tests_commit.parents[0].hexsha == before["head"]
     added = {d.b_path for d in tests_commit.parents[0].diff(tests_commit)}
     assert added and all(p.startswith("tests/pytpu/") for p in added)
+    # The configuration reaches the suite: its tolerance factor is recorded beside the tests.
+    suite = json.loads((tests_commit.tree / "tests/pytpu/suite.json").data_stream.read())
+    assert suite["tolerance"] == 2.0
     changed = {d.b_path for d in tests_commit.diff(migration_commit)}
     assert changed == {"train.py"}
     assert "torch_xla" in (migration_commit.tree / "train.py").data_stream.read().decode()

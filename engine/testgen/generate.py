@@ -66,6 +66,7 @@ def generate(
     timeout: float = 300,
     max_unit_bytes: int = 1 << 20,
     stage: Callable[[str], None] = lambda _: None,
+    tolerance: float = 1.0,
 ) -> Outcome:
     root = root.resolve()
     out_dir = (root / out).resolve()
@@ -91,6 +92,7 @@ def generate(
         raise TestgenError(str(exc)) from None
     outcome.seconds["record"] = max(first.seconds, second.seconds)
     plan = _plan(root, out_dir, command, timeout, first, second, inventory, outcome)
+    plan.tolerance = tolerance
 
     stage("recording expected values and checking them")
     created = [p for p in reversed(out_dir.parents) if root in p.parents and not p.exists()]

@@ -102,6 +102,7 @@ class Plan:
     steps: list[StepPlan]
     metrics: list[list[Any]]
     rerecord: str
+    tolerance: float = 1.0  # the repository's factor on the dtype tolerances
 
 
 class _Code:
@@ -190,7 +191,11 @@ def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | Ste
         shutil.copyfile(RUNTIME / relative, target)
     (directory / "conftest.py").write_text(environment.get_template("conftest.py.j2").render())
     root_from_suite = os.path.relpath(plan.root, plan.out)
-    suite = {"root": Path(root_from_suite).as_posix(), "command": plan.command.command}
+    suite = {
+        "root": Path(root_from_suite).as_posix(),
+        "command": plan.command.command,
+        "tolerance": plan.tolerance,
+    }
     (directory / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
     header = {"command": plan.command.command, "rerecord": plan.rerecord}
     by_file: dict[str, list[Unit]] = {}

@@ -98,10 +98,18 @@ def to_cpu(value: Any) -> Any:
 # --- loading the code under test ---------------------------------------------------------------
 
 
+def suite_settings() -> dict[str, Any]:
+    return json.loads((HERE / "suite.json").read_text())
+
+
 def repository_root() -> Path:
     """The suite lives in <root>/tests/pytpu (or wherever --out put it); the root is recorded."""
-    settings = json.loads((HERE / "suite.json").read_text())
-    return (HERE / settings["root"]).resolve()
+    return (HERE / suite_settings()["root"]).resolve()
+
+
+def tolerance_factor() -> float:
+    """The repository's `tolerance` setting: a factor on every tolerance below."""
+    return float(suite_settings().get("tolerance", 1.0))
 
 
 def import_file(relative: str) -> types.ModuleType:
@@ -275,7 +283,7 @@ def expect(name: str, key: str, actual: Any, factor: float = 1) -> None:
     expected = _load(name).get("expected", {})
     if key not in expected:
         raise AssertionError(f"no recorded {key!r} for {name}; re-record with `pytpu testgen`")
-    assert_close(actual, expected[key], factor, what=f"{name}: {key}")
+    assert_close(actual, expected[key], factor * tolerance_factor(), what=f"{name}: {key}")
 
 
 def assert_close(actual: Any, expected: Any, factor: float = 1, what: str = "value") -> None:
@@ -536,14 +544,13 @@ def expect_training_step(run: ProgramRun, recorded: list[dict[str, Any]]) -> Non
     actual = [step for step in run.steps if step["key"] in keys][: len(recorded)]
     if len(actual) < len(recorded):
         raise AssertionError(f"the program made {len(actual)} of the {len(recorded)} steps")
+    factor = GRADIENT_FACTOR * tolerance_factor()
     for index, (got, want) in enumerate(zip(actual, recorded, strict=True)):
         what = f"step {index + 1} ({want.get('optimizer', 'backward')} at {want['site']})"
         if want.get("loss") is not None:
-            assert_close(got["loss"], want["loss"], GRADIENT_FACTOR, f"{what}: loss")
+            assert_close(got["loss"], want["loss"], factor, f"{what}: loss")
         if want.get("parameter_norms") is not None:
-            assert_close(
-                got["parameter_norms"], want["parameter_norms"], GRADIENT_FACTOR, f"{what}: norms"
-            )
+            assert_close(got["parameter_norms"], want["parameter_norms"], factor, f"{what}: norms")
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
@@ -576,7 +583,8 @@ def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
             if want is None:
                 continue
             digits = _decimals(want)
-            if not math.isclose(got, want, rel_tol=METRIC_RTOL, abs_tol=1.5 * 10**-digits):
+            rtol = METRIC_RTOL * tolerance_factor()
+            if not math.isclose(got, want, rel_tol=rtol, abs_tol=1.5 * 10**-digits):
                 raise AssertionError(f"{pattern!r}: printed {got}, recorded {want}")
 
 
