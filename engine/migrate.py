@@ -117,12 +117,11 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
     timings["total"] = time.perf_counter() - started
 
     status = "created"
+    tip = migration_commit
     if previous:
-        same = gitrepo.same_change(repo.heads[gitrepo.BRANCH].commit, base, migration_commit)
-        status = "unchanged" if same else "updated"
-    if status != "unchanged":
-        gitrepo.move_branch(repo, migration_commit)
-    tip = repo.heads[gitrepo.BRANCH].commit
+        existing = repo.heads[gitrepo.BRANCH].commit
+        status = "unchanged" if gitrepo.same_change(existing, base, migration_commit) else "updated"
+        tip = existing if status == "unchanged" else migration_commit
     commits = [tip.parents[0], tip]
     document = report_document.build(
         repository={"name": root.name, "path": str(root)},
@@ -141,6 +140,9 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
         problems=problems,
     )
     page = markdown.render(document, overrides=root / OVERRIDES_DIR)
+    # The branch moves only once the report is made: a run that fails leaves it as it was.
+    if status != "unchanged":
+        gitrepo.move_branch(repo, migration_commit)
     report_dir = root / REPORT_DIR
     gitrepo.ignore_folder(report_dir)
     (report_dir / "report.json").write_text(json.dumps(document, indent=2) + "\n")

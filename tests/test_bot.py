@@ -239,5 +239,15 @@ def test_api_failures_are_retried_then_reported_clearly(peer, first_run, tmp_pat
     assert peer.token not in result["log"] and peer.token not in reply
 
 
+def test_a_push_to_another_branch_starts_nothing(peer, tmp_path):
+    # PyTPU's own push to pytpu/migrate must not start another run.
+    seen = len(peer.requests)
+    payload = {"ref": f"refs/heads/{gitrepo.BRANCH}", "repository": {"full_name": "octo/tiny"}}
+    result = run_action(peer, tmp_path, "push", payload)
+    assert result["done"].returncode == 0, result["log"][-3000:]
+    assert "nothing to do" in result["done"].stdout
+    assert all(e.method == "GET" for e in peer.requests[seen:])
+
+
 def test_migrate_error_class_for_a_taken_branch_is_what_the_bot_catches():
     assert issubclass(migrate.BranchTaken, migrate.MigrateError)

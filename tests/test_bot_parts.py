@@ -120,3 +120,43 @@ def test_actions_context_reads_the_standard_variables(tmp_path):
     del environ["GITHUB_REPOSITORY"]
     with pytest.raises(context.ContextError, match="GITHUB_REPOSITORY"):
         context.from_actions(environ, "t")
+
+
+def test_webhook_server_over_http():
+    """`pytpu serve`'s app behind a real HTTP server: 401 without a valid signature, 202 for a
+    new delivery, and a replay of it is ignored."""
+    import threading
+    import urllib.error
+    import urllib.request
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):  # keep the test output clean
+            pass
+
+    handled = []
+    app = webhook.WebhookApp(SECRET, lambda e, p: handled.append(e))
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/"
+    payload = json.dumps({"action": "created", "repository": {"full_name": "o/r"}}).encode()
+
+    def post(headers):
+        request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    base = {"X-GitHub-Event": "issue_comment", "Content-Type": "application/json"}
+    try:
+        assert post({**base, "X-GitHub-Delivery": "a"}) == 401
+        assert post({**base, "X-GitHub-Delivery": "a", "X-Hub-Signature-256": "sha256=00"}) == 401
+        signed = {**base, "X-Hub-Signature-256": webhook.signature(SECRET, payload)}
+        assert post({**signed, "X-GitHub-Delivery": "a"}) == 202
+        assert post({**signed, "X-GitHub-Delivery": "a"}) == 200  # replayed: ignored
+        app.jobs.join()
+        assert handled == ["issue_comment"]
+    finally:
+        server.shutdown()

@@ -84,7 +84,7 @@ def test_first_run_makes_the_branch_with_two_commits(migrated):
 
 
 def test_report_has_parity_benchmark_and_evidence(migrated):
-    folder, _, _, result = migrated
+    folder, repo, _, result = migrated
     document = json.loads((folder / ".pytpu" / "report.json").read_text())
     verdict = document["verdict"]
     assert verdict["status"] == "parity"
@@ -97,6 +97,12 @@ def test_report_has_parity_benchmark_and_evidence(migrated):
     assert bench["target"]["compile"]["after_warmup"] == 0
     assert bench["speedup"] > 0
     assert {f["path"] for f in document["changes"]["files"]} == {"train.py"}
+    # Review items point at their comment in the migrated file, as the reviewer sees it.
+    migrated = repo.heads["pytpu/migrate"].commit.tree / "train.py"
+    lines = migrated.data_stream.read().decode().splitlines()
+    assert document["review"]
+    for item in document["review"]:
+        assert f"# {item['code']}:" in lines[item["line"] - 1], item
     # The verdict line the command prints is the report's first line.
     assert result.stdout.strip().splitlines()[-1].startswith("PyTPU: parity")
     page = (folder / ".pytpu" / "report.md").read_text()

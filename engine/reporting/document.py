@@ -6,6 +6,7 @@ request's body. Nothing here runs anything.
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -15,6 +16,8 @@ from pytpu.engine.rewrite import RunResult
 
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
 DOCS_URL = "https://github.com/pytpu/pytpu/blob/main/docs/kb.md"
+# `# PYTPU703: ...` (a review comment; notes read `# PYTPU703 note:` and need no review)
+_REVIEW_COMMENT = re.compile(r"\s*# (PYTPU\d+): ")
 # The report's three counts, as HIPIFY counts converted and unconverted: unknown sites are flagged.
 COUNTED = {CONVERTED: "converted", NOTED: "noted", FLAGGED: "flagged", UNKNOWN: "flagged"}
 
@@ -60,18 +63,32 @@ def changes(run: RunResult) -> dict[str, Any]:
 
 
 def review(run: RunResult) -> list[dict[str, Any]]:
+    """The items a person must look at, at the line of their `# PYTPUnnn:` comment in the
+    migrated file (what the reviewer sees in the diff), else at the original line."""
+    comments = _comment_lines(run)
     return [
         {
             "code": item.code,
             "rule": item.rule,
             "file": item.path,
-            "line": item.line,
+            "line": (comments.get((item.path, item.code)) or [item.line]).pop(0),
             "message": item.message,
             "link": rule_link(item.code),
             "effort": item.effort,
         }
         for item in report.estimate(run).items
     ]
+
+
+def _comment_lines(run: RunResult) -> dict[tuple[str, str], list[int]]:
+    """(file, code) -> the lines of that code's review comments in the migrated file, in order."""
+    found: dict[tuple[str, str], list[int]] = {}
+    for result in run.files:
+        for number, line in enumerate((result.after or "").splitlines(), start=1):
+            match = _REVIEW_COMMENT.match(line)
+            if match:
+                found.setdefault((result.path, match.group(1)), []).append(number)
+    return found
 
 
 def build(

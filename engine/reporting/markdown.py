@@ -45,6 +45,11 @@ def short_device(name: str) -> str:
     return name.split(" (", 1)[0]
 
 
+def speedup_text(speedup: float) -> str:
+    """Two decimals, or two significant digits below 0.1: x0.0007 is not x0.00."""
+    return f"{speedup:.2f}" if speedup >= 0.1 else f"{speedup:.2g}"
+
+
 def verdict_line(document: dict) -> str:
     """`PyTPU: parity 18/18, speedup x1.42 (CPU → XLA on the CPU)`."""
     verdict, devices = document["verdict"], document["devices"]
@@ -57,7 +62,7 @@ def verdict_line(document: dict) -> str:
     else:
         parts = ["no tests"]
     if verdict["speedup"] is not None:
-        parts.append(f"speedup x{verdict['speedup']:.2f}")
+        parts.append(f"speedup x{speedup_text(verdict['speedup'])}")
     else:
         parts.append("benchmark failed" if document["benchmark"]["error"] else "no benchmark")
     sides = f"{short_device(devices['baseline'])} → {short_device(devices['target'])}"
@@ -121,7 +126,7 @@ def _environment(overrides: Path | None) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(cell=cell, code=code, number=number, duration=duration, plural=plural)
-    env.filters.update(first_line=first_line, short_device=short_device)
+    env.filters.update(first_line=first_line, short_device=short_device, speedup=speedup_text)
     env.globals.update(collapse_after=COLLAPSE_AFTER)
     return env
 

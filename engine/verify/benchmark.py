@@ -60,9 +60,14 @@ def measure(
         result["device_name"] = f"XLA:{env['PJRT_DEVICE'].split('_')[0]}"
     result.update(exit_code=exit_code, seconds=round(seconds, 3))
     if timed_out and not (record and record["complete"]):
+        ran = record["steps_ran"] if record else 0
+        graphs = (result.get("compile") or {}).get("graphs")
+        seen = f" (it ran {ran} steps" + (f" and compiled {graphs} graphs)" if graphs else ")")
         result["error"] = (
             f"`{command}` did not finish its first {warmup + 1 + MIN_TIMED} steps in"
-            f" {timeout:.0f} s; give a shorter `benchmark` command (a smaller model or batch)"
+            f" {timeout:.0f} s{seen}; give a shorter `benchmark` command (a smaller model or"
+            " batch), and check for recompilation: a graph per step means shapes or constants"
+            " change between steps"
         )
     else:
         result["error"] = _error(record, result, command, warmup, exit_code, stderr or stdout)
@@ -75,7 +80,8 @@ def compare(
     """Both sides, and the speedup: the baseline's median step over the target's."""
     speedup = None
     if baseline.get("median_ms") and target.get("median_ms"):
-        speedup = round(baseline["median_ms"] / target["median_ms"], 3)
+        # Three significant digits: a slow target (x0.0042) must not round to zero.
+        speedup = float(f"{baseline['median_ms'] / target['median_ms']:.3g}")
     problems = [
         f"{side} ({result.get('device_name') or result.get('device')}): {result['error']}"
         for side, result in (("baseline", baseline), ("target", target))

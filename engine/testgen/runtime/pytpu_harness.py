@@ -195,6 +195,7 @@ class Harness:
         self.step_lines: dict[tuple[str, str, str], list[int]] = {}
         self.backwards: list[dict[str, Any]] = []  # first backward passes of each call site
         self.last_loss: float | None = None
+        self.in_backward = False
         self.units: dict[str, dict[str, Any]] = {}  # captured modules and functions
         self.skipped: dict[str, str] = {}
         self.constructors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -253,10 +254,16 @@ class Harness:
         original_backward = torch.Tensor.backward
 
         def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if tensor.numel() == 1:
+            # Under a TorchFunctionMode, Tensor.backward calls itself again through the mode:
+            # one backward pass is noted once.
+            if tensor.numel() == 1 and not harness.in_backward:
                 harness.last_loss = float(tensor.detach().cpu().double())
                 harness.note_backward()
-            return original_backward(tensor, *args, **kwargs)
+            outer, harness.in_backward = harness.in_backward, True
+            try:
+                return original_backward(tensor, *args, **kwargs)
+            finally:
+                harness.in_backward = outer
 
         torch.Tensor.backward = backward
         from torch.optim.optimizer import (

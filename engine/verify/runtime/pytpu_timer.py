@@ -24,6 +24,8 @@ SETTINGS_ENV = "PYTPU_BENCHMARK"
 # `.item()` and the like show as this counter: a device-to-host read, counted with the transfers,
 # not a computation that fell back to the CPU.
 NOT_A_FALLBACK = frozenset({"aten::_local_scalar_dense"})
+# The fewest timed steps a median is taken of (benchmark.MIN_TIMED).
+MIN_TIMED = 2
 
 
 class StepTimer:
@@ -39,6 +41,7 @@ class StepTimer:
         self.optimizer: int | None = None  # the optimizer whose steps end the training steps
         self.device_name: str | None = None
         self.finished = False
+        self.in_backward = False
         self.restart()
 
     def restart(self) -> None:
@@ -47,6 +50,7 @@ class StepTimer:
         self.step_ms: list[float] = []
         self.evidence_start: dict[str, Any] | None = None  # XLA's counters as timing began
         self.evidence: dict[str, Any] | None = None  # and at the latest boundary
+        self.graphs: list[int] = []  # graphs compiled so far, at each boundary (XLA)
 
     # the boundaries
 
@@ -55,8 +59,14 @@ class StepTimer:
         original_backward = torch.Tensor.backward
 
         def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            result = original_backward(tensor, *args, **kwargs)
-            if tensor.numel() == 1:
+            # Under a TorchFunctionMode (the CPU side maps CUDA with one), Tensor.backward calls
+            # itself again through the mode: one backward pass is one boundary.
+            outer, timer.in_backward = timer.in_backward, True
+            try:
+                result = original_backward(tensor, *args, **kwargs)
+            finally:
+                timer.in_backward = outer
+            if tensor.numel() == 1 and not outer:
                 timer.after_backward()
             return result
 
@@ -94,11 +104,23 @@ class StepTimer:
             self.step_ms.append(elapsed)
         if on_xla:
             self.evidence = xla_evidence()
+            self.graphs.append(self.evidence["graphs"])
             if not self.step_ms and len(self.warmup_ms) == self.warmup + 1:
                 self.evidence_start = self.evidence
-        if len(self.step_ms) >= self.steps:
+        if len(self.step_ms) >= self.steps or self.recompiles_every_step():
             self.finish()
+        # Written at every step: a run stopped at its time limit still tells what it did.
+        self.write(complete=False)
         self.last = time.perf_counter()  # the bookkeeping above is not the program's time
+
+    def recompiles_every_step(self) -> bool:
+        """Every step since the first compiled a new graph, warm-up and two timed steps
+        included: there is no steady state to reach, and more steps would only time the
+        compiler (minutes per step for a large graph on XLA:CPU)."""
+        if len(self.step_ms) < MIN_TIMED or len(self.graphs) < 2:
+            return False
+        pairs = zip(self.graphs, self.graphs[1:], strict=False)
+        return all(later > earlier for earlier, later in pairs)
 
     def wait_for_device(self) -> bool:
         """Wait until the device has done the step's work; True on XLA."""
