@@ -200,6 +200,15 @@ def test_metric_lines_mask_numbers():
     assert support.metric_lines("time: 125.43s loss 2")[0][0] == "time: #s loss #"
 
 
+def test_durations_in_metric_lines_are_never_pinned():
+    # Two recordings may print the same time by chance (0.10s twice); it is still not behaviour.
+    line = "| end of epoch 1 | time: 0.10s | valid loss 5.61 | ms/batch 12.5 | valid ppl 272.20"
+    first = record.Run(0, line + "\n", "", 1.0)
+    second = record.Run(0, line + "\n", "", 1.0)
+    [[_, numbers]] = record.stable_metrics(first, second)
+    assert numbers == [1.0, None, 5.61, None, 272.2]
+
+
 def test_secrets_stay_out_of_the_programs_environment(monkeypatch):
     for name in ("GITHUB_TOKEN", "INPUT_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"):
         monkeypatch.setenv(name, "x")

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -168,6 +169,23 @@ def stable_steps(first: Run, second: Run) -> tuple[list[dict], set[str]]:
     return first.steps, unstable
 
 
+# A number followed by a time unit, or after a word that times something, is a duration or a
+# rate: two runs may agree on it by chance (0.10 s twice), but it is never behaviour to pin.
+_UNIT_AFTER = re.compile(r"\s*(?:ms|s|sec|secs|seconds|min|mins|minutes|h)\b", re.IGNORECASE)
+_TIMING_BEFORE = re.compile(
+    r"(?:time|elapsed|took|ms/\w+|\w+/s|per sec\w*|speed|throughput)\W*$", re.IGNORECASE
+)
+
+
+def _timings(shape: str) -> list[bool]:
+    """For each masked number (#) of a metric line's shape: is it a duration or a rate?"""
+    flags = []
+    for match in re.finditer("#", shape):
+        after, before = shape[match.end() :], shape[: match.start()][-20:]
+        flags.append(bool(_UNIT_AFTER.match(after) or _TIMING_BEFORE.search(before)))
+    return flags
+
+
 def stable_metrics(first: Run, second: Run, limit: int = 20) -> list[list[Any]]:
     """Metric lines printed by both runs; numbers that differ between them become None."""
     theirs = pytpu_support.metric_lines(second.stdout)
@@ -180,6 +198,7 @@ def stable_metrics(first: Run, second: Run, limit: int = 20) -> list[list[Any]]:
         position = match + 1
         other = theirs[match][1]
         kept = [a if _close(a, b) else None for a, b in zip(numbers, other, strict=True)]
+        kept = [None if timing else n for n, timing in zip(kept, _timings(shape), strict=True)]
         if any(n is not None for n in kept):
             stable.append([shape, kept])
         if len(stable) == limit:
