@@ -4,7 +4,6 @@ built from a webhook delivery."""
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +82,3 @@ def write_summary(context: RunContext, markdown: str) -> None:
     if context.summary_path is not None:
         with open(context.summary_path, "a", encoding="utf-8") as f:
             f.write(markdown.rstrip() + "\n")
-
-
-def environment() -> dict[str, str]:
-    return dict(os.environ)

@@ -13,16 +13,14 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytpu.engine import pytest_runs
 from pytpu.engine.testgen import discover, record, suite
 
 DEFAULT_OUT = "tests/pytpu"
@@ -270,32 +268,20 @@ def _save_inputs(plan: suite.Plan, directory: Path, outcome: Outcome) -> None:
 
 
 def _pytest(root: Path, directory: Path, baseline: bool, timeout: float) -> dict:
-    """Run the suite in a child process; returns (module, test) -> first line of its failure."""
-    report = directory / "junit.xml"
-    env = record.pytpu_support.safe_environment()
-    env["PYTPU_DEVICE"] = "cpu"
-    env.pop(record.pytpu_support.BASELINE_ENV, None)
-    command = [sys.executable, "-m", "pytest", str(directory), "-q", "-p", "no:cacheprovider"]
-    command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]
-    if baseline:
-        env[record.pytpu_support.BASELINE_ENV] = "1"
-        command += ["-m", "not pytpu_program"]
-    try:
-        subprocess.run(command, cwd=root, env=env, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise TestgenError(f"the generated suite did not finish in {timeout:.0f} s") from None
-    if not report.exists():
-        raise TestgenError("the generated suite did not run (pytest wrote no report)")
-    failures = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        problem = case.find("failure")
-        problem = case.find("error") if problem is None else problem
-        if problem is not None:
-            module = case.get("classname", "").rpartition(".")[2] or case.get("classname", "")
-            message = (problem.get("message") or "").strip().splitlines()
-            failures[(module, case.get("name"))] = message[0][:200] if message else "failed"
-    report.unlink()
-    return failures
+    """Run the suite on the CPU; returns (module, test) -> first line of its failure."""
+    arguments = [str(directory), *(["-m", "not pytpu_program"] if baseline else [])]
+    done = pytest_runs.run(root, arguments, "cpu", timeout, baseline=baseline)
+    if done.returncode is None:
+        raise TestgenError(f"the generated suite did not finish in {timeout:.0f} s")
+    if not done.reported:
+        raise TestgenError(
+            f"the generated suite did not run (pytest wrote no report): {done.output}"
+        )
+    return {
+        (case.module, case.name): case.message or "failed"
+        for case in done.cases
+        if case.outcome in (pytest_runs.FAILED, pytest_runs.ERROR)
+    }
 
 
 def _drop(plan: suite.Plan, index: dict, failures: dict, why: str, outcome: Outcome) -> None:

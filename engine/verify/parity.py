@@ -8,22 +8,17 @@ The user's code runs in child processes without tokens or other secrets in their
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytpu.engine import files
-from pytpu.engine.testgen.record import pytpu_support
+from pytpu.engine import files, pytest_runs
+from pytpu.engine.pytest_runs import ERROR, FAILED, PASSED, SKIPPED
 
-PASSED, FAILED, ERROR, SKIPPED, MISSING = "passed", "failed", "error", "skipped", "missing"
+MISSING = "missing"
 OUTCOMES = (PASSED, FAILED, ERROR, SKIPPED)
 # pytest's exit code when it collected nothing: not a failure of the side.
 NO_TESTS_COLLECTED = 5
-QUICK_CPU_COMPILE = "--xla_backend_optimization_level=0"
 
 
 @dataclass
@@ -36,19 +31,6 @@ class SideRun:
     commands: list[str] = field(default_factory=list)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
-
-
-def side_environment(device: str) -> dict[str, str]:
-    env = pytpu_support.safe_environment()
-    env["PYTPU_DEVICE"] = device
-    env.pop(pytpu_support.BASELINE_ENV, None)
-    if device == "xla":
-        env.setdefault("PJRT_DEVICE", "CPU")  # no TPU here: XLA on the CPU, named so in the report
-        if env["PJRT_DEVICE"].upper() == "CPU" and "XLA_FLAGS" not in env:
-            # Tests judge behaviour, not speed: XLA:CPU compiles an LSTM's gradients 10x faster
-            # without LLVM's optimisations (72 s -> 6 s), and computes the same values.
-            env["XLA_FLAGS"] = QUICK_CPU_COMPILE
-    return env
 
 
 def own_test_files(root: Path, suite: str) -> list[Path]:
@@ -81,52 +63,19 @@ def run_side(root: Path, suite: str, device: str, timeout: float) -> SideRun:
 
 
 def _run_pytest(root: Path, arguments: list[str], kind: str, side: SideRun, timeout: float) -> None:
-    env = side_environment(side.device)
-    with tempfile.TemporaryDirectory(prefix="pytpu-parity-") as scratch:
-        report = Path(scratch) / "junit.xml"
-        command = [sys.executable, "-m", "pytest", *arguments, "-q", "-p", "no:cacheprovider"]
-        command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]
-        variables = f"PYTPU_DEVICE={side.device}"
-        if side.device == "xla":
-            variables += f" PJRT_DEVICE={env['PJRT_DEVICE']}"
-            if env.get("XLA_FLAGS") == QUICK_CPU_COMPILE:
-                variables += f" XLA_FLAGS={QUICK_CPU_COMPILE}"
-        shown = f"{variables} " + " ".join(["python", *command[1:-3]])
-        side.commands.append(shown)
-        try:
-            done = subprocess.run(
-                command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout
-            )
-        except subprocess.TimeoutExpired:
-            side.problems.append(f"{kind} tests on {side.device}: over {timeout:.0f} s, stopped")
-            return
-        if not report.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            side.problems.append(f"{kind} tests on {side.device} did not run: {' / '.join(tail)}")
-            return
-        if done.returncode not in (0, 1, NO_TESTS_COLLECTED):
-            side.problems.append(f"{kind} tests on {side.device}: pytest exited {done.returncode}")
-        for test_id, outcome, message in read_junit(report, root):
-            side.results[test_id] = (outcome, message)
-            side.suites[test_id] = kind
-
-
-def read_junit(report: Path, root: Path) -> list[tuple[str, str, str | None]]:
-    """(pytest node id, outcome, first line of the message) for each test case of a report."""
-    cases = []
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
-        test_id = f"{Path(file).as_posix()}::{case.get('name')}"
-        outcome, message = PASSED, None
-        for tag, kind in (("failure", FAILED), ("error", ERROR), ("skipped", SKIPPED)):
-            found = case.find(tag)
-            if found is not None:
-                outcome = kind
-                text = (found.get("message") or found.text or "").strip().splitlines()
-                message = text[0][:300] if text else None
-                break
-        cases.append((test_id, outcome, message))
-    return cases
+    done = pytest_runs.run(root, arguments, side.device, timeout)
+    side.commands.append(done.command)
+    if done.returncode is None:
+        side.problems.append(f"{kind} tests on {side.device}: over {timeout:.0f} s, stopped")
+        return
+    if not done.reported:
+        side.problems.append(f"{kind} tests on {side.device} did not run: {done.output}")
+        return
+    if done.returncode not in (0, 1, NO_TESTS_COLLECTED):
+        side.problems.append(f"{kind} tests on {side.device}: pytest exited {done.returncode}")
+    for case in done.cases:
+        side.results[case.id] = (case.outcome, case.message)
+        side.suites[case.id] = kind
 
 
 def compare(baseline: SideRun, target: SideRun) -> dict:
