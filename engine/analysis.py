@@ -349,6 +349,10 @@ class Analysis:
     # --- matching ----------------------------------------------------------------------------
 
     def _match(self, node: cst.CSTNode, kind: type) -> None:
+        if kind is cst.Call and id(node) in self.host_nodes and self._cuda_device_call(node):
+            self._plan(node, self.compiled.host_case, patterns.Bindings(covered=[node]))
+            self._claim_subtree(node)  # its 'cuda' is gone with it
+            return
         key = patterns.index_key(node)
         if key is not None:
             candidates = self.compiled.index.get((kind, key))
@@ -387,7 +391,9 @@ class Analysis:
                 self._plan(node, self.compiled.device_case, patterns.Bindings(covered=[node]))
                 return
         if id(node) in self.host_nodes and self.compiled.host_case is not None:
-            if devices.cuda_device_kind(node) is not None:
+            # A device variable as the load location holds the XLA device after migration, and
+            # XLA storage cannot be restored directly: it loads onto the CPU like a literal.
+            if devices.cuda_device_kind(node) is not None or self.positions.is_device_valued(node):
                 self._plan(node, self.compiled.host_case, patterns.Bindings(covered=[node]))
                 return
         if kind is cst.Comparison and self._match_device_comparison(node):
@@ -399,6 +405,14 @@ class Analysis:
             self._match_namespace(node)
         elif kind is cst.Assign and self.compiled.env_cases:
             self._match_env(node)
+
+    def _cuda_device_call(self, node: cst.Call) -> bool:
+        """`torch.device('cuda')` as a load location: the CPU there, not the XLA device."""
+        if self.compiled.host_case is None or not node.args:
+            return False
+        if "torch.device" not in self.resolver.qualified_names(node.func):
+            return False
+        return devices.cuda_device_kind(node.args[0].value) is not None
 
     def _aliased_candidates(self, node: cst.CSTNode, key: str) -> list[tuple[Case, cst.CSTNode]]:
         """`from torch.cuda import synchronize as sync; sync()`: dispatch on the imported name."""

@@ -66,12 +66,19 @@ def test_every_unit_the_run_reaches_gets_named_tests(generated):
     report = json.loads((generated.parent / "testgen.json").read_text())
     tested = {entry["name"]: entry["tests"] for entry in report["tested"]}
     # predict(x, samples) takes forward's input and uses samples as a loop count.
-    assert tested["train.py::Classifier"] == ["forward", "gradients", "predict", "rows"]
+    # Classifier asks hasattr(F, "silu"): its other path runs with F.silu hidden.
+    assert tested["train.py::Classifier"] == [
+        "forward",
+        "forward without silu",
+        "gradients",
+        "predict",
+        "rows",
+    ]
     untested = {entry["name"]: entry["reason"] for entry in report["untested"]}
     assert "needs temperature" in untested["train.py::Classifier.calibrated"]
     assert tested["train.py::GatedBlock"] == ["forward", "gradients", "rows"]
     assert tested["train.py::normalise"] == ["result"]
-    assert tested["train.py:70 (main)"] == ["first iteration"]
+    assert tested["train.py:81 (main)"] == ["first iteration"]
     # Block is never constructed itself: it gets GatedBlock's recorded arguments and inputs.
     assert tested["train.py::Block"] == ["forward", "gradients", "rows"]
     source = (generated / "tests/pytpu/test_train_py.py").read_text()
@@ -79,8 +86,14 @@ def test_every_unit_the_run_reaches_gets_named_tests(generated):
     assert "support.call_method(model.predict, x=args[0], samples=2)" in source
     assert "support.build(train_py.Classifier, width=8, classes=3)" in source
     assert "Re-record with:\n    pytpu testgen . --run 'python train.py --cuda'" in source
+    assert 'monkeypatch.delattr("torch.nn.functional.silu")' in source
     program = (generated / "tests/pytpu/test_program.py").read_text()
     assert "def test_training_step_in_main_matches_recording(program_run):" in program
+    # main() branches on --init: "resume" is run after the command (it reads its checkpoint);
+    # "hub" would download, so it is named, not run.
+    assert tested["run with --init=resume"] == ["3 metric lines"]
+    assert "would download" in untested["run with --init=hub"]
+    assert "def test_program_with_init_resume_metrics_match_recording(program_run):" in program
 
 
 def test_the_program_never_sees_secrets(generated):
@@ -91,7 +104,7 @@ def test_the_program_never_sees_secrets(generated):
 def test_suite_passes_on_the_original_code(generated, tmp_path):
     result = _suite(_copy(generated, tmp_path))
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "13 passed" in result.stdout
+    assert "15 passed" in result.stdout
 
 
 def test_suite_passes_on_the_migrated_code_on_xla(generated, tmp_path):
@@ -103,19 +116,23 @@ def test_suite_passes_on_the_migrated_code_on_xla(generated, tmp_path):
     assert {p: p.read_bytes() for p in (repo / "tests").rglob("*.py")} == suite_before
     result = _suite(repo, device="xla")
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "13 passed" in result.stdout
+    assert "15 passed" in result.stdout
 
 
 def test_suite_catches_a_changed_model(generated, tmp_path):
     repo = _copy(generated, tmp_path)
     source = (repo / "train.py").read_text()
-    (repo / "train.py").write_text(source.replace("x + self.scale *", "x - self.scale *"))
+    source = source.replace("x + self.scale *", "x - self.scale *")
+    # A resumed run that forgets the checkpoint starts from scratch again.
+    source = source.replace("model.load_state_dict(torch.load(", "(torch.load(")
+    (repo / "train.py").write_text(source)
     result = _suite(repo)
     assert result.returncode == 1
     assert "FAILED tests/pytpu/test_train_py.py::test_classifier_forward_matches_recording" in (
         result.stdout
     )
     assert "FAILED tests/pytpu/test_program.py::test_training_step_in_main" in result.stdout
+    assert "FAILED tests/pytpu/test_program.py::test_program_with_init_resume" in result.stdout
 
 
 def test_a_suite_it_did_not_write_is_left_alone(tmp_path):
@@ -146,7 +163,13 @@ def test_a_failing_or_endless_program_is_a_clear_error(tmp_path):
 def test_inventory_finds_module_classes_and_training_steps(tmp_path):
     repo = _copy(FIXTURE, tmp_path)
     (repo / "model.py").write_text(
-        "from train import Block\n\n\nclass Wide(Block):\n    pass\n\n\nclass Plain:\n    pass\n"
+        "import torch\nimport torch.nn.functional as F\nfrom train import Block\n\n\n"
+        "class Wide(Block):\n"
+        "    def forward(self, x):\n"
+        "        if hasattr(torch.nn.functional, 'no_such_function'):\n"  # never there
+        "            return x\n"
+        "        return F.gelu(x) if hasattr(F, 'gelu') else x\n\n\n"
+        "class Plain:\n    pass\n"
     )
     (repo / "loop.py").write_text(
         "def run_batch(optimizer, scheduler, loss):\n"
@@ -164,11 +187,14 @@ def test_inventory_finds_module_classes_and_training_steps(tmp_path):
         ("train.py", "GatedBlock"),
         ("train.py", "Classifier"),
     ]
+    # Only a check torch answers yes to has another path to exercise (by hiding the attribute).
+    assert found.module_classes[0].feature_checks == (("torch.nn.functional.gelu", 10),)
+    assert found.module_classes[3].feature_checks == (("torch.nn.functional.silu", 39),)
     steps = sorted((s.file, s.function, s.line, s.step_lines, s.kind) for s in found.training_steps)
     assert steps == [
         ("loop.py", "run_batch", 1, (3,), "optimizer"),
         ("manual.py", "train", 2, (3,), "backward"),  # parameters updated by hand
-        ("train.py", "main", 70, (75,), "optimizer"),
+        ("train.py", "main", 81, (86,), "optimizer"),
     ]
 
 
@@ -179,6 +205,53 @@ def test_run_command_is_built_from_the_scripts_own_short_run_flags(tmp_path):
     assert command.accelerator_flag == "--cuda" and command.guessed
     given = discover.run_command(repo, "cd . && python train.py", repo / "tests" / "pytpu")
     assert given.entry == "train.py" and not given.guessed
+
+
+def test_settings_the_script_branches_on_give_variants_of_the_command(tmp_path):
+    (tmp_path / "main.py").write_text(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--model', type=str, default='LSTM')\n"
+        "parser.add_argument('--data-set', dest='dataset', default='fake')\n"
+        "parser.add_argument('--steps', type=int, default=3)\n"
+        "args = parser.parse_args()\n"
+        "if args.model == 'Transformer':\n    pass\n"
+        "if args.model in ['RNN', 'GRU']:\n    pass\n"
+        "if args.model in ['LSTM', 'GRU']:\n    pass\n"  # the default takes it already
+        "if args.dataset == 'cifar10':\n    load(download=True)\n"
+        "elif args.dataset == 'folder':\n    pass\n"
+        "if args.model == 'Transformer':\n    pass\n"  # the same variant again
+        "if args.steps == '3':\n    pass\n"  # not a string setting
+        "shape = 'square' if args.model == 'CNN' else 'round'\n"  # not a branch of an if
+    )
+
+    def variants(command):
+        run = discover.run_command(tmp_path, command, tmp_path / "tests" / "pytpu")
+        found, skipped = discover.setting_variants(tmp_path, run)
+        return (
+            [(v.argument, v.line) for v in found],
+            [(v.argument, reason) for v, reason in skipped],
+        )
+
+    found, skipped = variants("python main.py")
+    assert found == [("--model=Transformer", 7), ("--model=RNN", 9), ("--data-set=folder", 15)]
+    assert skipped == [("--data-set=cifar10", "its branch (main.py:13) would download")]
+    found, _ = variants("python main.py --model Transformer --data-set=folder")
+    # The command's values count, not the defaults.
+    assert found == [("--model=RNN", 9), ("--model=LSTM", 11)]
+    assert variants("python main.py | tee log") == ([], [])  # an option could not be appended
+
+    # Settings as globals the command overrides (nanoGPT's configurator), prefixes compared.
+    (tmp_path / "train.py").write_text(
+        "init_from = 'scratch'\nsteps = 3\nexec(open('configurator.py').read())\n"
+        "if init_from == 'resume':\n    pass\n"
+        "elif init_from.startswith('gpt2'):\n    pass\n"
+    )
+    found, _ = variants("python train.py --steps=2")
+    assert found == [("--init_from=resume", 4), ("--init_from=gpt2", 6)]
+    found, _ = variants("python train.py --init_from=gpt2-xl --steps=2")
+    assert found == [("--init_from=resume", 4)]
+    assert variants("python train.py") == ([], [])  # no `--name=value`: not a configurator
 
 
 def test_xla_runs_get_the_accelerator_flag_and_device(monkeypatch):

@@ -57,6 +57,9 @@ class ModuleClass:
     bases: tuple[str, ...] = ()  # as written, last part: ("Block",) for `class A(Block)`
     defines_init: bool = True
     methods: tuple[Method, ...] = ()  # instance methods other than dunders, forward included
+    # `hasattr(torch..., "name")` in its code: (the attribute's full path, line); the class has
+    # another path for a torch without it
+    feature_checks: tuple[tuple[str, int], ...] = ()
 
     def method(self, name: str) -> Method | None:
         return next((m for m in self.methods if m.name == name), None)
@@ -120,9 +123,9 @@ def inventory(root: Path, suite_dir: Path) -> Inventory:
     module_names: set[str] = set()  # qualified names of module classes, growing to a fixed point
     while True:
         found = [
-            ModuleClass(relative, name, line, written, has_init, methods)
+            ModuleClass(relative, name, line, written, has_init, methods, checks)
             for relative, classes in bases.items()
-            for name, line, qualified, written, has_init, methods in classes
+            for name, line, qualified, written, has_init, methods, checks in classes
             if any(_is_torch_module(q) or q in module_names for q in qualified)
         ]
         names = {f"{_dotted(c.file)}.{c.name}" for c in found}
@@ -204,10 +207,40 @@ def _class_bases(relative: str, tree: MetadataWrapper) -> list[tuple]:
             and not item.name.value.startswith("__")
             and not any(m.matches(d.decorator, _NOT_INSTANCE) for d in item.decorators)
         )
+        checks = _feature_checks(node, names, positions)
         classes.append(
-            (node.name.value, position.start.line, qualified, written, has_init, methods)
+            (node.name.value, position.start.line, qualified, written, has_init, methods, checks)
         )
     return classes
+
+
+def _feature_checks(node: cst.ClassDef, names: Any, positions: Any) -> tuple:
+    """`hasattr(torch.nn.functional, "scaled_dot_product_attention")`-style checks in a class
+    whose answer is yes on this torch: the other branch is code the program never runs here."""
+    checks = []
+    pattern = m.Call(func=m.Name("hasattr"), args=[m.Arg(), m.Arg(m.SimpleString())])
+    for call in m.findall(node, pattern):
+        assert isinstance(call, cst.Call)
+        owner = names.get(call.args[0].value, ())
+        owner = owner() if callable(owner) else owner
+        attribute = call.args[1].value.evaluated_value
+        for qualified in sorted(q.name for q in owner):
+            path = f"{qualified}.{attribute}"
+            if qualified.split(".")[0] == "torch" and _resolves(path):
+                position = positions[call]
+                position = position() if callable(position) else position
+                checks.append((path, position.start.line))
+                break
+    return tuple(dict.fromkeys(checks))
+
+
+def _resolves(path: str) -> bool:
+    target: object = torch
+    for part in path.split(".")[1:]:
+        target = getattr(target, part, None)
+        if target is None:
+            return False
+    return True
 
 
 # Decorators after which the first parameter is not the instance.
@@ -379,3 +412,177 @@ def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | 
         command = f"cd {shlex.quote(relative_dir)} && {command}"
     entry = script.relative_to(root).as_posix()
     return RunCommand(command, entry, accelerator_flag(root, entry), guessed=True)
+
+
+# --- settings the program branches on ------------------------------------------------------------
+
+MAX_VARIANTS = 3  # runs of the program with one setting changed, tried per generation
+# A branch that fetches from the network is not run for a variant: generating tests must not
+# download models or datasets.
+_NETWORK = re.compile(
+    r"download\s*=\s*True|from_pretrained|urlopen|urlretrieve|torch\.hub|requests\.(?:get|post)"
+    r"|wandb\.init"
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The program's command with one setting changed to a value the code branches on."""
+
+    setting: str  # the name the code reads: `init_from`, `args.model` -> model
+    value: str
+    option: str  # the command-line option that sets it: --init_from, --model
+    line: int  # the first branch that compares the setting with the value
+
+    @property
+    def argument(self) -> str:
+        return f"{self.option}={shlex.quote(self.value)}"
+
+
+@dataclass(frozen=True)
+class _Setting:
+    name: str
+    option: str
+    default: str | None
+    attribute: bool  # read as `args.name` (argparse) rather than as a global `name`
+
+
+def setting_variants(root: Path, command: RunCommand) -> tuple[list[Variant], list[tuple]]:
+    """Values the entry script compares a string setting with in an `if`, other than the value
+    the command gives it: each is one more run of the program down another branch.
+
+    Returns the variants, and (variant, reason) for those not to run."""
+    if command.entry is None or not _ends_with_script(command.command, command.entry):
+        return [], []
+    path = root / command.entry
+    try:
+        tree = MetadataWrapper(cst.parse_module(path.read_bytes()))
+    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+        return [], []
+    settings = _settings(tree.module, command.command)
+    given = _given_options(command.command)
+    positions = tree.resolve(PositionProvider)
+    code = tree.module.code_for_node
+    variants: dict[tuple[str, str], Variant] = {}
+    skipped: dict[tuple[str, str], tuple[Variant, str]] = {}
+    for branch in m.findall(tree.module, m.If()):
+        assert isinstance(branch, cst.If)
+        for setting, values, prefix in _compared(branch.test, settings):
+            current = given.get(setting.option, setting.default) or ""
+            if any(current.startswith(v) if prefix else current == v for v in values):
+                continue  # the command already takes this branch
+            variant = Variant(setting.name, values[0], setting.option, positions[branch].start.line)
+            key = (setting.name, variant.value)
+            if key in variants or key in skipped:
+                continue
+            if _NETWORK.search(code(branch.body)):
+                where = f"{command.entry}:{variant.line}"
+                skipped[key] = (variant, f"its branch ({where}) would download")
+            else:
+                variants[key] = variant
+    return list(variants.values()), list(skipped.values())
+
+
+def _ends_with_script(command: str, entry: str) -> bool:
+    """The python invocation ends the command, so an option appended to it reaches the script."""
+    last = re.split(r"&&|;|\|", command)[-1]
+    return Path(entry).name in last and not re.search(r"[<>]", last)
+
+
+def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
+    """argparse options that take a string, or, where the command sets the script's globals
+    (`--name=value`, nanoGPT's configurator), its module-level string globals."""
+    settings: dict[str, _Setting] = {}
+    for call in m.findall(module, m.Call(func=m.Attribute(attr=m.Name("add_argument")))):
+        assert isinstance(call, cst.Call)
+        options = [
+            a.value.evaluated_value
+            for a in call.args
+            if a.keyword is None and isinstance(a.value, cst.SimpleString)
+        ]
+        long = [o for o in options if isinstance(o, str) and o.startswith("--")]
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword}
+        action, kind = keywords.get("action"), keywords.get("type")
+        if not long or action is not None or "nargs" in keywords:
+            continue
+        if kind is not None and not m.matches(kind, m.Name("str")):
+            continue
+        dest = keywords.get("dest")
+        name = dest.evaluated_value if isinstance(dest, cst.SimpleString) else None
+        name = name or long[0][2:].replace("-", "_")
+        default = keywords.get("default")
+        default = default.evaluated_value if isinstance(default, cst.SimpleString) else None
+        settings[name] = _Setting(name, long[0], default, attribute=True)
+    globals_: dict[str, str | None] = {}  # module-level names -> their string value, if one
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if m.matches(small, m.Assign(targets=[m.AssignTarget(m.Name())])):
+                value = small.value
+                text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+                globals_[small.targets[0].target.value] = text
+    if any(f"--{name}=" in command for name in globals_):
+        for name, text in globals_.items():
+            if isinstance(text, str):
+                settings.setdefault(name, _Setting(name, f"--{name}", text, attribute=False))
+    return settings
+
+
+def _given_options(command: str) -> dict[str, str]:
+    """Options the command gives a value: `--name=value` or `--name value`; the last one counts."""
+    try:
+        words = shlex.split(re.split(r"&&|;|\|", command)[-1])
+    except ValueError:
+        return {}
+    given = {}
+    for index, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, equals, value = word.partition("=")
+        if equals:
+            given[name] = value
+        elif index + 1 < len(words) and not words[index + 1].startswith("-"):
+            given[name] = words[index + 1]
+    return given
+
+
+def _compared(test: cst.BaseExpression, settings: dict[str, _Setting]) -> list[tuple]:
+    """(setting, the values that take the branch) for each comparison of a setting with strings
+    in a branch's test: `x == 'a'`, `x in ['a', 'b']`, `x.startswith('a')`, `args.x != 'a'`."""
+
+    def setting_of(node: cst.BaseExpression) -> _Setting | None:
+        if isinstance(node, cst.Name) and node.value in settings:
+            found = settings[node.value]
+            return None if found.attribute else found
+        if isinstance(node, cst.Attribute) and node.attr.value in settings:
+            found = settings[node.attr.value]
+            return found if found.attribute else None
+        return None
+
+    def strings(node: cst.BaseExpression) -> list[str]:
+        if isinstance(node, cst.SimpleString):
+            return [node.evaluated_value]
+        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            items = [e.value for e in node.elements]
+            if all(isinstance(i, cst.SimpleString) for i in items):
+                return [i.evaluated_value for i in items]
+        return []
+
+    found = []
+    for comparison in m.findall(test, m.Comparison()):
+        assert isinstance(comparison, cst.Comparison)
+        setting = setting_of(comparison.left)
+        if setting is None or len(comparison.comparisons) != 1:
+            continue
+        values = [v for v in strings(comparison.comparisons[0].comparator) if v.strip()]
+        if values:
+            found.append((setting, values, False))
+    prefix = m.Call(func=m.Attribute(attr=m.Name("startswith")), args=[m.Arg(m.SimpleString())])
+    for call in m.findall(test, prefix):
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        setting = setting_of(call.func.value)
+        value = call.args[0].value
+        if setting is not None and isinstance(value, cst.SimpleString):
+            found.append((setting, [value.evaluated_value], True))
+    return found

@@ -81,16 +81,24 @@ def generate(
         raise TestgenError(f"{root}: no script to run found; give the short command with --run")
     outcome.command = command.command
     outcome.accelerator_flag = command.accelerator_flag
-    stage(f"recording `{command.command}` twice")
+    variants, not_run = discover.setting_variants(root, command)
+    for variant in variants[discover.MAX_VARIANTS :]:
+        not_run.append((variant, f"not tried (at most {discover.MAX_VARIANTS} per generation)"))
+    variants = variants[: discover.MAX_VARIANTS]
+    for variant, reason in not_run:
+        outcome.untested.append(("program", f"run with {variant.argument}", reason))
+    runs = f" and {len(variants)} variant(s)" if variants else ""
+    stage(f"recording `{command.command}`{runs} twice")
     try:
-        first, second = record.record_twice(
-            root, command.command, timeout, max_unit_bytes, inventory.probes()
+        first, second, variant_runs = record.record_twice(
+            root, command.command, timeout, max_unit_bytes, inventory.probes(), tuple(variants)
         )
     except record.RecordingFailed as exc:
         raise TestgenError(str(exc)) from None
     outcome.seconds["record"] = max(first.seconds, second.seconds)
     plan = _plan(root, out_dir, command, timeout, first, second, inventory, outcome)
     plan.tolerance = tolerance
+    plan.variants = _variant_plans(variant_runs, outcome)
 
     stage("recording expected values and checking them")
     created = [p for p in reversed(out_dir.parents) if root in p.parents and not p.exists()]
@@ -175,6 +183,22 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
     )
 
 
+def _variant_plans(variant_runs: list[record.VariantRuns], outcome: Outcome) -> list:
+    plans = []
+    for each in variant_runs:
+        where = f"run with {each.variant.argument}"
+        if each.failure:
+            outcome.untested.append(("program", where, each.failure))
+            continue
+        metrics = record.stable_metrics(*each.runs)
+        if metrics:
+            plans.append(suite.VariantPlan(each.variant, metrics))
+        else:
+            reason = "prints no metric line that two runs agree on"
+            outcome.untested.append(("program", where, reason))
+    return plans
+
+
 # A parameter only used as `range(p)` is an iteration count: two iterations exercise the loop.
 LOOP_COUNT = "2"
 
@@ -199,6 +223,17 @@ def _method_calls(cls: discover.ModuleClass, unit: suite.Unit, outcome: Outcome)
         arguments = {n: recorded[n][0] for n in forward.required}
         origin = f"the recorded inputs of {cls.name}, without {', '.join(passed_optional)}"
         calls[f"call:{behaviour}"] = suite.MethodCall("forward", behaviour, arguments, origin)
+    for path, line in cls.feature_checks:
+        attribute = path.rpartition(".")[2]
+        behaviour = f"forward_without_{suite.snake(attribute)}"
+        arguments = {n: source for n, (source, _) in recorded.items()}
+        origin = (
+            f"the recorded inputs of {cls.name}; built and called with {path} hidden, as on a"
+            f" torch without it ({cls.file}:{line} checks for it)"
+        )
+        calls[f"call:{behaviour}"] = suite.MethodCall(
+            "forward", behaviour, arguments, origin, hidden=path
+        )
     for method in cls.methods:
         if method.name.startswith("_") or method.name == "forward":
             continue
@@ -297,6 +332,10 @@ def _drop(plan: suite.Plan, index: dict, failures: dict, why: str, outcome: Outc
                 )
         elif isinstance(target, suite.StepPlan):
             target.skip = f"{why}: {message}"
+        elif isinstance(target, suite.VariantPlan):
+            plan.variants.remove(target)
+            where = f"run with {target.variant.argument}"
+            outcome.untested.append(("program", where, f"{why}: {message}"))
         else:
             plan.metrics = []
             outcome.untested.append(("program", "reported metrics", f"{why}: {message}"))
@@ -365,3 +404,6 @@ def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
             outcome.tested.append(("training step", where, [what]))
     if plan.metrics:
         outcome.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
+    for variant in plan.variants:
+        where = f"run with {variant.variant.argument}"
+        outcome.tested.append(("program", where, [f"{len(variant.metrics)} metric lines"]))

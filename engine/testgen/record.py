@@ -72,15 +72,29 @@ class Run:
         return {k: v for record in self.harness for k, v in record["skipped"].items()}
 
 
+@dataclass
+class VariantRuns:
+    """The runs of the program with one setting changed (discover.Variant), or why it failed."""
+
+    variant: Any
+    runs: list[Run] = field(default_factory=list)
+    failure: str | None = None
+
+
 def run_once(
-    root: Path, command: str, timeout: float, max_unit_bytes: int, probes: list[dict]
+    root: Path,
+    command: str,
+    timeout: float,
+    max_unit_bytes: int,
+    probes: list[dict],
+    capture: bool = True,
 ) -> Run:
     with tempfile.TemporaryDirectory(prefix="pytpu-record-") as out:
         env = pytpu_support.safe_environment()
         settings = {
             "root": str(root),
             "out": out,
-            "capture": True,
+            "capture": capture,
             "max_unit_bytes": max_unit_bytes,
             "probes": probes,
         }
@@ -118,14 +132,57 @@ def run_once(
 
 
 def record_twice(
-    root: Path, command: str, timeout: float, max_unit_bytes: int, probes: list[dict]
-) -> tuple[Run, Run]:
+    root: Path,
+    command: str,
+    timeout: float,
+    max_unit_bytes: int,
+    probes: list[dict],
+    variants: tuple = (),
+) -> tuple[Run, Run, list[VariantRuns]]:
+    """The command twice, each time followed by its variants (the command with one setting
+    changed), in the order the suite runs them: a variant may read what the command wrote (a
+    checkpoint to resume from). A variant that fails the first time is not run again."""
     # One after the other: programs write files and listen on fixed ports.
     first = run_once(root, command, timeout, max_unit_bytes, probes)
     _check(first, command)
+    # A variant takes another branch of the same short run: a few times the run's time at most,
+    # and all of them together not much more.
+    limit = min(timeout, max(60.0, 3 * first.seconds))
+    budget = max(limit, 4 * first.seconds)
+    tried = [VariantRuns(v) for v in variants]
+    _run_variants(root, command, tried, limit, budget)
     second = run_once(root, command, timeout, max_unit_bytes, probes)
     _check(second, command)
-    return first, second
+    _run_variants(root, command, tried, limit, budget)
+    return first, second, tried
+
+
+def variant_command(command: str, variant: Any) -> str:
+    return f"{command} {variant.argument}"  # the python invocation ends the command
+
+
+def _run_variants(
+    root: Path, command: str, tried: list[VariantRuns], limit: float, budget: float
+) -> None:
+    started = time.perf_counter()
+    for each in tried:
+        if each.failure:
+            continue
+        left = budget - (time.perf_counter() - started)
+        if left <= 0:
+            each.failure = f"not run: the variants' time ({budget:.0f} s) was spent"
+            continue
+        line = variant_command(command, each.variant)
+        try:
+            run = run_once(root, line, min(limit, left), 0, [], capture=False)
+        except RecordingFailed:
+            each.failure = f"did not finish in {min(limit, left):.0f} s"
+            continue
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+            each.failure = f"exits with {run.returncode} on the original code: {last[:160]}"
+        else:
+            each.runs.append(run)
 
 
 def _check(run: Run, command: str) -> None:
@@ -169,11 +226,13 @@ def stable_steps(first: Run, second: Run) -> tuple[list[dict], set[str]]:
     return first.steps, unstable
 
 
-# A number followed by a time unit, or after a word that times something, is a duration or a
-# rate: two runs may agree on it by chance (0.10 s twice), but it is never behaviour to pin.
+# A number followed by a time unit, or after a word that times something (or a utilisation,
+# MFU), is a duration or a rate: two runs may agree on it by chance (0.10 s twice), but it is
+# never behaviour to pin.
 _UNIT_AFTER = re.compile(r"\s*(?:ms|s|sec|secs|seconds|min|mins|minutes|h)\b", re.IGNORECASE)
 _TIMING_BEFORE = re.compile(
-    r"(?:time|elapsed|took|ms/\w+|\w+/s|per sec\w*|speed|throughput)\W*$", re.IGNORECASE
+    r"(?:time|elapsed|took|ms/\w+|\w+/s|per sec\w*|speed|throughput|mfu|flops|utili[sz]ation)\W*$",
+    re.IGNORECASE,
 )
 
 

@@ -73,6 +73,7 @@ class MethodCall:
     behaviour: str  # "generate", "forward_without_targets": names the test
     arguments: dict[str, str]  # parameter -> source: "args[0]", "kwargs['x']", "2"
     origin: str  # where the arguments come from, for the test's comment
+    hidden: str | None = None  # a torch attribute the test hides: the code's fallback path
 
 
 @dataclass
@@ -93,6 +94,19 @@ class StepPlan:
 
 
 @dataclass
+class VariantPlan:
+    """The program run with one setting changed: the metric lines it prints."""
+
+    variant: discover.Variant
+    metrics: list[list[Any]]
+
+    @property
+    def test_name(self) -> str:
+        what = f"{snake(self.variant.setting)}_{snake(self.variant.value)}"
+        return f"test_program_with_{what}_metrics_match_recording"
+
+
+@dataclass
 class Plan:
     root: Path
     out: Path
@@ -103,6 +117,7 @@ class Plan:
     metrics: list[list[Any]]
     rerecord: str
     tolerance: float = 1.0  # the repository's factor on the dtype tolerances
+    variants: list[VariantPlan] = field(default_factory=list)
 
 
 class _Code:
@@ -234,8 +249,12 @@ def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | Ste
             for kind in unit.tests:
                 index[(module_name, unit.test_names[kind])] = (unit, kind)
     steps = plan.steps
-    if steps or plan.metrics:
-        data = {"steps": {s.step.ident: s.events for s in steps}, "metrics": plan.metrics}
+    if steps or plan.metrics or plan.variants:
+        data = {
+            "steps": {s.step.ident: s.events for s in steps},
+            "metrics": plan.metrics,
+            "variants": {v.variant.argument: v.metrics for v in plan.variants},
+        }
         (directory / "data").mkdir(exist_ok=True)
         (directory / "data" / "program.json").write_text(json.dumps(data, indent=1) + "\n")
         source = environment.get_template("test_program.py.j2").render(
@@ -255,6 +274,17 @@ def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | Ste
                 for s in steps
             ],
             metrics=len(plan.metrics),
+            variants=[
+                {
+                    "test_name": v.test_name,
+                    "argument": v.variant.argument,
+                    "setting": v.variant.setting,
+                    "value": v.variant.value,
+                    "where": f"{plan.command.entry}:{v.variant.line}",
+                    "metrics": len(v.metrics),
+                }
+                for v in plan.variants
+            ],
             **header,
         )
         (directory / "test_program.py").write_text(_format(source))
@@ -265,6 +295,8 @@ def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | Ste
                 plan,  # type: ignore[dict-item]
                 "metrics",
             )
+        for variant in plan.variants:
+            index[("test_program", variant.test_name)] = (variant, "variant")  # type: ignore
     return index
 
 
@@ -298,6 +330,7 @@ def _render_unit(unit: Unit, code: _Code) -> dict[str, Any]:
                     "key": kind,
                     "method": call.method,
                     "origin": call.origin,
+                    "hidden": call.hidden,
                     "arguments": ", ".join(f"{k}={v}" for k, v in call.arguments.items()),
                 }
                 for kind, call in sorted(unit.calls.items())

@@ -331,6 +331,8 @@ _DROPOUTS = {torch.dropout, torch.feature_dropout, torch.nn.functional.dropout,
              torch.nn.functional.dropout1d, torch.nn.functional.dropout2d,
              torch.nn.functional.dropout3d}  # fmt: skip
 _IN_PLACE_DROPOUTS = {torch.dropout_: torch.dropout, torch.feature_dropout_: torch.feature_dropout}
+# Kept here: a test may hide it from torch.nn.functional to exercise the code's fallback.
+_ATTENTION = torch.nn.functional.scaled_dot_product_attention
 
 
 def _no_torch_function(*args: Any) -> bool:
@@ -403,7 +405,7 @@ class HostRandom(torch.overrides.TorchFunctionMode):
         elif func in _RECURRENT and len(args) == 9 and isinstance(args[2], (list, tuple)):
             if args[0].device.type == "xla" and args[5] > 0 and args[6] and args[4] > 1:
                 return _recurrent_with_cpu_dropout(func, *args)
-        elif func is torch.nn.functional.scaled_dot_product_attention:
+        elif func is _ATTENTION:
             dropout = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
             if args and args[0].device.type == "xla" and dropout > 0:
                 return _attention_with_cpu_dropout(*args, **kwargs)
