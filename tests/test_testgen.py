@@ -94,6 +94,7 @@ def test_every_unit_the_run_reaches_gets_named_tests(generated):
     assert tested["run with --init=resume"] == ["3 metric lines"]
     assert "would download" in untested["run with --init=hub"]
     assert "def test_program_with_init_resume_metrics_match_recording(program_run):" in program
+    assert 'support.run_program(COMMAND + " --init=resume", timeout=300' in program
 
 
 def test_the_program_never_sees_secrets(generated):
