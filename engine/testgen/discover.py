@@ -438,6 +438,10 @@ class Variant:
     def argument(self) -> str:
         return f"{self.option}={shlex.quote(self.value)}"
 
+    @property
+    def title(self) -> str:  # its name in testgen's summary
+        return f"run with {self.argument}"
+
 
 @dataclass(frozen=True)
 class _Setting:

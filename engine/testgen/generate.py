@@ -86,7 +86,7 @@ def generate(
         not_run.append((variant, f"not tried (at most {discover.MAX_VARIANTS} per generation)"))
     variants = variants[: discover.MAX_VARIANTS]
     for variant, reason in not_run:
-        outcome.untested.append(("program", f"run with {variant.argument}", reason))
+        outcome.untested.append(("program", variant.title, reason))
     runs = f" and {len(variants)} variant(s)" if variants else ""
     stage(f"recording `{command.command}`{runs} twice")
     try:
@@ -183,19 +183,20 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
     )
 
 
-def _variant_plans(variant_runs: list[record.VariantRuns], outcome: Outcome) -> list:
+def _variant_plans(
+    variant_runs: list[record.VariantRuns], outcome: Outcome
+) -> list[suite.VariantPlan]:
     plans = []
     for each in variant_runs:
-        where = f"run with {each.variant.argument}"
         if each.failure:
-            outcome.untested.append(("program", where, each.failure))
+            outcome.untested.append(("program", each.variant.title, each.failure))
             continue
         metrics = record.stable_metrics(*each.runs)
         if metrics:
             plans.append(suite.VariantPlan(each.variant, metrics))
         else:
             reason = "prints no metric line that two runs agree on"
-            outcome.untested.append(("program", where, reason))
+            outcome.untested.append(("program", each.variant.title, reason))
     return plans
 
 
@@ -334,8 +335,7 @@ def _drop(plan: suite.Plan, index: dict, failures: dict, why: str, outcome: Outc
             target.skip = f"{why}: {message}"
         elif isinstance(target, suite.VariantPlan):
             plan.variants.remove(target)
-            where = f"run with {target.variant.argument}"
-            outcome.untested.append(("program", where, f"{why}: {message}"))
+            outcome.untested.append(("program", target.variant.title, f"{why}: {message}"))
         else:
             plan.metrics = []
             outcome.untested.append(("program", "reported metrics", f"{why}: {message}"))
@@ -405,5 +405,5 @@ def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
     if plan.metrics:
         outcome.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
     for variant in plan.variants:
-        where = f"run with {variant.variant.argument}"
-        outcome.tested.append(("program", where, [f"{len(variant.metrics)} metric lines"]))
+        tests = [f"{len(variant.metrics)} metric lines"]
+        outcome.tested.append(("program", variant.variant.title, tests))
