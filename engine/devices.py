@@ -52,10 +52,6 @@ def cuda_device_kind(node: cst.CSTNode) -> str | None:
     return None
 
 
-def is_cuda_string(node: cst.CSTNode) -> bool:
-    return cuda_device_kind(node) is not None
-
-
 def quote_like(node: cst.CSTNode, value: str) -> cst.SimpleString:
     """A string literal holding `value`, quoted the way `node` was."""
     quote = "'"

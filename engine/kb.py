@@ -22,7 +22,6 @@ from pytpu.engine import patterns
 
 DEFAULT_TARGET = "torch_xla"
 TARGET_VERSIONS = {"torch_xla": Version("2.9")}
-APPLICABILITIES = ("safe", "safe+note", "unsafe", "display_only")
 # Minutes of review a finding costs a person, by the effort its diagnostic states.
 EFFORT_MINUTES = {"none": 0, "low": 5, "medium": 30, "high": 120}
 

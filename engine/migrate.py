@@ -30,7 +30,6 @@ TESTS_MESSAGE = "Add behaviour tests (PyTPU)"
 MIGRATION_MESSAGE = "Migrate to PyTorch/XLA (PyTPU)"
 REPORT_DIR = ".pytpu"
 OVERRIDES_DIR = ".github/pytpu"  # a report.md.j2 here replaces the package's template
-STAGES = ("tests", "rewrite", "parity", "benchmark")
 # The benchmark's warm-up and timed steps (XLA compiles during the first steps).
 WARMUP, STEPS = 3, 10
 

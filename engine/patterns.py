@@ -284,9 +284,6 @@ class Resolver:
         raise NotImplementedError
 
 
-Constraint = Callable[[cst.CSTNode], bool]
-
-
 def match(
     pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
 ) -> bool:

@@ -487,9 +487,14 @@ def setting_variants(root: Path, command: RunCommand) -> tuple[list[Variant], li
     return list(variants.values()), list(skipped.values())
 
 
+def _last_part(command: str) -> str:
+    """What runs last in a shell line: after the last `&&`, `;` or `|`."""
+    return re.split(r"&&|;|\|", command)[-1]
+
+
 def _ends_with_script(command: str, entry: str) -> bool:
     """The python invocation ends the command, so an option appended to it reaches the script."""
-    last = re.split(r"&&|;|\|", command)[-1]
+    last = _last_part(command)
     return Path(entry).name in last and not re.search(r"[<>]", last)
 
 
@@ -536,7 +541,7 @@ def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
 def _given_options(command: str) -> dict[str, str]:
     """Options the command gives a value: `--name=value` or `--name value`; the last one counts."""
     try:
-        words = shlex.split(re.split(r"&&|;|\|", command)[-1])
+        words = shlex.split(_last_part(command))
     except ValueError:
         return {}
     given = {}

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from pytpu.engine.testgen import discover
+
 RUNTIME = Path(__file__).resolve().parent / "runtime"
 
 
@@ -76,7 +78,7 @@ class Run:
 class VariantRuns:
     """The runs of the program with one setting changed (discover.Variant), or why it failed."""
 
-    variant: Any
+    variant: discover.Variant
     runs: list[Run] = field(default_factory=list)
     failure: str | None = None
 
@@ -157,10 +159,6 @@ def record_twice(
     return first, second, tried
 
 
-def variant_command(command: str, variant: Any) -> str:
-    return f"{command} {variant.argument}"  # the python invocation ends the command
-
-
 def _run_variants(
     root: Path, command: str, tried: list[VariantRuns], limit: float, budget: float
 ) -> None:
@@ -172,7 +170,7 @@ def _run_variants(
         if left <= 0:
             each.failure = f"not run: the variants' time ({budget:.0f} s) was spent"
             continue
-        line = variant_command(command, each.variant)
+        line = f"{command} {each.variant.argument}"  # the python invocation ends the command
         try:
             run = run_once(root, line, min(limit, left), 0, [], capture=False)
         except RecordingFailed:

@@ -21,7 +21,6 @@ from pytpu.engine.testgen import discover
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 RUNTIME = Path(__file__).resolve().parent / "runtime"
 RUNTIME_FILES = ("pytpu_support.py", "pytpu_harness.py", "harness/sitecustomize.py")
-MODULE_TESTS = ("forward", "gradients", "rows")
 # The hypothesis batch-size test varies at most this many rows (each size is another XLA graph).
 MAX_ROWS = 4
 
