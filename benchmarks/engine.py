@@ -26,13 +26,13 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine import rewrite
-from pytpu.engine.files import Source, SourceError, discover, read_source
-from pytpu.engine.kb import kb_dir
+from pytpu.engine.rewriter import checkout
+from pytpu.engine.rewriter.kb import kb_dir
+from pytpu.engine.rewriter.sources import Source, SourceError, discover, read_source
 
 METHOD = """\
 method:
-  files      the engine's own selection (pytpu.engine.files.discover) under the torch package;
+  files      the engine's own selection (rewriter.sources.discover) under the torch package;
              with --limit N, N of them spread evenly over the sorted list
   load       every file read and decoded once (files.read_source) before any timing, so both
              timed passes start from the same text in memory and neither pays for the disk
@@ -40,8 +40,8 @@ method:
   floor      libcst.parse_module(text).code for every file, no transform, timed per file with
              perf_counter (wall) and process_time (CPU), gc.collect() before the pass; parse
              failures are timed too
-  engine     rewrite.rewrite_file(path, root, compiled, write=False) for every file (the loop
-             rewrite.run performs; read_source is served from the in-memory load), timed per
+  engine     checkout.rewrite_file(path, root, compiled, write=False) for every file (the loop
+             checkout.run performs; read_source is served from the in-memory load), timed per
              file the same way, gc.collect() before the pass; includes the text pre-filter, the
              black lookup, parse, transform, rendering and the re-parse checks of the output
   passes     floor first, then engine, in one process; discovery is timed separately
@@ -58,7 +58,7 @@ def torch_root() -> Path:
 def engine_fingerprint() -> str:
     """A short hash of the engine's code and KB, to tie the figures to one state of them."""
     digest = hashlib.sha256()
-    for package in (Path(rewrite.__file__).parent, Path(kb_dir())):
+    for package in (Path(checkout.__file__).parent, Path(kb_dir())):
         for path in sorted(package.glob("*")):
             if path.suffix in (".py", ".yaml", ".json"):
                 digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -99,7 +99,7 @@ def time_floor(texts: dict[Path, str]) -> tuple[Times, int]:
 
 def time_engine(
     paths: list[Path], root: Path, sources: dict[Path, Source | SourceError]
-) -> tuple[Times, list[rewrite.FileResult], set[Path]]:
+) -> tuple[Times, list[checkout.FileResult], set[Path]]:
     served = 0
 
     def from_memory(path: Path, _root: Path | None = None) -> Source:
@@ -110,23 +110,23 @@ def time_engine(
             raise loaded
         return loaded
 
-    compiled = rewrite.compiled_kb()
+    compiled = checkout.compiled_kb()
     times: Times = {}
-    results: list[rewrite.FileResult] = []
+    results: list[checkout.FileResult] = []
     parsed: set[Path] = set()
-    real_read_source = rewrite.read_source
-    rewrite.read_source = from_memory
+    real_read_source = checkout.read_source
+    checkout.read_source = from_memory
     try:
         gc.collect()
         for path in paths:
             wall, cpu = time.perf_counter(), time.process_time()
-            result, went_through = rewrite.rewrite_file(path, root, compiled, write=False)
+            result, went_through = checkout.rewrite_file(path, root, compiled, write=False)
             times[path] = (time.perf_counter() - wall, time.process_time() - cpu)
             results.append(result)
             if went_through:
                 parsed.add(path)
     finally:
-        rewrite.read_source = real_read_source
+        checkout.read_source = real_read_source
     if served != len(paths):
         print(
             f"warning: only {served} of {len(paths)} files were read through the in-memory "
@@ -136,7 +136,7 @@ def time_engine(
     return times, results, parsed
 
 
-def check_outputs(results: list[rewrite.FileResult]) -> dict[str, Any]:
+def check_outputs(results: list[checkout.FileResult]) -> dict[str, Any]:
     bad: list[str] = []
     ast_skipped = 0
     for result in results:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     megabytes = sum(len(t.encode("utf-8")) for t in texts.values()) / 1e6
 
     # warm-up: libcst's parser, the KB compile, black's import
-    rewrite.migrate_text("import torch\nx = torch.zeros(1).cuda()\n", rewrite.compiled_kb())
+    checkout.migrate_text("import torch\nx = torch.zeros(1).cuda()\n", checkout.compiled_kb())
     cst.parse_module("x = 1\n").code  # noqa: B018
 
     floor_times, floor_failures = time_floor(texts)

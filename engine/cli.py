@@ -26,7 +26,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pytpu.engine import kb, kbdocs, report, rewrite, testgen
+from pytpu.engine import testgen
+from pytpu.engine.reporting import review
+from pytpu.engine.rewriter import checkout, kb, kbdocs
 
 PLUGIN_GROUP = "pytpu.commands"
 # Below this many files a run is quick enough that a progress bar would only flicker.
@@ -51,7 +53,7 @@ app.add_typer(kb_app, name="kb")
 
 def _check_target(value: str) -> str:
     try:
-        rewrite.parse_target(value)
+        checkout.parse_target(value)
     except ValueError as exc:  # packaging's InvalidVersion is a ValueError too
         raise typer.BadParameter(str(exc)) from None
     return value
@@ -152,7 +154,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     _err(f"JSON report written to {path}")
 
 
-def _print_errors(run: rewrite.RunResult) -> None:
+def _print_errors(run: checkout.RunResult) -> None:
     for result in run.errors:
         _err(f"error: {result.error}")
     if not run.files:
@@ -184,15 +186,15 @@ def rewrite_command(
     """
     if diff and write:
         ctx.fail("--diff and --write cannot be used together: --diff only shows the changes.")
-    run = rewrite.run(path, target=target, write=write, progress=_progress("Rewriting"))
+    run = checkout.run(path, target=target, write=write, progress=_progress("Rewriting"))
     _print_errors(run)
     for result in run.changed:
         if diff:
             typer.echo(result.diff(), nl=False)
         else:
             _err(f"{'changed' if write else 'would change'} {result.path}")
-    _err(report.summary_line(run, wrote=write))
-    _err(report.counts_line(run.totals()))
+    _err(review.summary_line(run, wrote=write))
+    _err(review.counts_line(run.totals()))
     if json_file is not None:
         mode = "write" if write else "diff" if diff else "dry-run"
         _write_json(json_file, {"command": "rewrite", "mode": mode, **run.as_dict()})
@@ -213,11 +215,11 @@ def analyze_command(
     CUDA-specific sites), the estimated review effort, and the review items as file:line:col.
     With --check the exit code is 1 when anything was found (or a file was skipped with an error).
     """
-    run = rewrite.run(path, target=target, write=False, progress=_progress("Analyzing"))
+    run = checkout.run(path, target=target, write=False, progress=_progress("Analyzing"))
     _print_errors(run)
-    report.print_analysis(run, _stdout())
+    review.print_analysis(run, _stdout())
     if json_file is not None:
-        _write_json(json_file, {"command": "analyze", **report.analysis_dict(run)})
+        _write_json(json_file, {"command": "analyze", **review.analysis_dict(run)})
     found = any(result.findings for result in run.files)
     if check and (found or run.changed or run.errors):
         raise typer.Exit(1)

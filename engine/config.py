@@ -241,7 +241,7 @@ def _device(value: Any) -> str:
 
 def _target(value: Any) -> str:
     # Imported here: the rewrite stage may itself read the configuration.
-    from pytpu.engine.rewrite import parse_target
+    from pytpu.engine.rewriter.checkout import parse_target
 
     if not isinstance(value, str):
         raise ValueError(f"must be a string, not {value!r}; e.g. torch_xla or torch_xla==2.9")

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import config as config_module
-from pytpu.engine import gitrepo, rewrite, testgen
+from pytpu.engine import gitrepo, testgen
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
+from pytpu.engine.rewriter import checkout
 from pytpu.engine.testgen.record import pytpu_support
 from pytpu.engine.verify import benchmark, parity
 
@@ -98,7 +99,7 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
                 work, [settings.tests], TESTS_MESSAGE, _tests_body(generated)
             )
         with stage("rewrite"):
-            run = rewrite.run(work, target=settings.target, write=True, select=settings.selects)
+            run = checkout.run(work, target=settings.target, write=True, select=settings.selects)
             problems += [f.error for f in run.errors if f.error]
             migration_commit = gitrepo.commit_paths(
                 work, [f.path for f in run.changed], MIGRATION_MESSAGE, _migration_body(run)
@@ -181,7 +182,7 @@ def _tests_body(generated: testgen.Outcome) -> str:
     )
 
 
-def _migration_body(run: rewrite.RunResult) -> str:
+def _migration_body(run: checkout.RunResult) -> str:
     totals = run.totals()
     lines = [f"Rewrites of the PyTPU knowledge base ({run.target}):"]
     lines += [f"- {result.path}: {len(result.findings)} sites" for result in run.changed]

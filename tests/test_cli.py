@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pytpu.engine import cli, kb, report, rewrite
+from pytpu.engine import cli
+from pytpu.engine.reporting import review
+from pytpu.engine.rewriter import checkout, kb
 
 CUDA_SOURCE = "import torch\nx = torch.zeros(3).cuda()\n"
 CLEAN_SOURCE = "print('hello')\n"
@@ -188,9 +190,9 @@ def test_analyze_lists_review_items_with_effort(tmp_path: Path) -> None:
 
 
 def test_effort_estimate_wording() -> None:
-    def item(effort: str) -> report.ReviewItem:
+    def item(effort: str) -> review.ReviewItem:
         minutes = kb.EFFORT_MINUTES[effort]
-        return report.ReviewItem(
+        return review.ReviewItem(
             "a.py",
             1,
             1,
@@ -204,11 +206,11 @@ def test_effort_estimate_wording() -> None:
         )
 
     efforts = ["low", "high", "low", "medium", "high", "low"]
-    effort = report.Effort([item(e) for e in efforts])
+    effort = review.Effort([item(e) for e in efforts])
     assert effort.minutes == 3 * 5 + 30 + 2 * 120
     assert effort.describe() == "about 4.8 h (3 low, 1 medium, 2 high items)"
-    assert report.Effort([item("medium")]).describe() == "about 30 min (1 medium item)"
-    assert report.Effort([]).describe() == "none (no items need review)"
+    assert review.Effort([item("medium")]).describe() == "about 30 min (1 medium item)"
+    assert review.Effort([]).describe() == "none (no items need review)"
 
 
 def test_analyze_json_report(tmp_path: Path) -> None:
@@ -316,7 +318,7 @@ def test_internal_error_is_one_line_and_exits_2(project: Path, monkeypatch, caps
         raise RuntimeError("boom")
 
     monkeypatch.delenv("PYTPU_DEBUG", raising=False)
-    monkeypatch.setattr(rewrite, "run", explode)
+    monkeypatch.setattr(checkout, "run", explode)
     assert run_main(["analyze", str(project)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("pytpu: error: internal error: RuntimeError: boom")

@@ -20,8 +20,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from pytpu.engine import rewrite
-from pytpu.engine.transform import TransformResult
+from pytpu.engine.rewriter import checkout
+from pytpu.engine.rewriter.transform import TransformResult
 
 CUDA_LINE = "x = torch.zeros(3).cuda()\n"
 SIMPLE = "import torch\n\n" + CUDA_LINE
@@ -107,7 +107,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return out
 
 
-def by_path(result: rewrite.RunResult) -> dict[str, rewrite.FileResult]:
+def by_path(result: checkout.RunResult) -> dict[str, checkout.FileResult]:
     return {f.path: f for f in result.files}
 
 
@@ -129,7 +129,7 @@ def test_python2_file_is_skipped_and_its_sibling_is_migrated(tmp_path: Path) -> 
     good = put(tmp_path / "train.py", SIMPLE)
     before = py2.read_bytes()
 
-    result = rewrite.run(tmp_path, write=True)
+    result = checkout.run(tmp_path, write=True)
     files = by_path(result)
 
     assert files["legacy.py"].status == "error"
@@ -155,13 +155,13 @@ def test_python2_file_is_skipped_and_its_sibling_is_migrated(tmp_path: Path) -> 
 )
 def test_python2_error_names_the_line_of_the_error(tmp_path: Path, source: str, line: int) -> None:
     put(tmp_path / "legacy.py", source)
-    error = by_path(rewrite.run(tmp_path))["legacy.py"].error or ""
+    error = by_path(checkout.run(tmp_path))["legacy.py"].error or ""
     assert f"line {line}:" in error, error
 
 
 def test_python2_print_statement_gets_the_python2_hint(tmp_path: Path) -> None:
     put(tmp_path / "legacy.py", 'import torch\nprint "x"\n' + CUDA_LINE)
-    error = by_path(rewrite.run(tmp_path))["legacy.py"].error or ""
+    error = by_path(checkout.run(tmp_path))["legacy.py"].error or ""
     assert "Python 2" in error, error
 
 
@@ -170,7 +170,7 @@ def test_binary_file_named_py_gives_a_clear_error(tmp_path: Path) -> None:
     put(tmp_path / "ok.py", SIMPLE)
     before = binary.read_bytes()
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["weights.py"].status == "error"
     error = files["weights.py"].error or ""
@@ -193,7 +193,7 @@ def test_badly_encoded_file_gives_a_clear_error(tmp_path: Path, content: bytes) 
     bad = put(tmp_path / "bad.py", content)
     put(tmp_path / "ok.py", SIMPLE)
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["bad.py"].status == "error"
     error = files["bad.py"].error or ""
@@ -207,7 +207,7 @@ def test_declared_latin1_encoding_is_kept(tmp_path: Path) -> None:
     content = b"# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\n" + CUDA_LINE.encode()
     path = put(tmp_path / "latin.py", content)
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["latin.py"].status == "changed"
     data = path.read_bytes()
@@ -217,7 +217,7 @@ def test_declared_latin1_encoding_is_kept(tmp_path: Path) -> None:
 
 def test_parser_errors_from_migrate_text(tmp_path: Path) -> None:
     with pytest.raises(cst.ParserSyntaxError):
-        rewrite.migrate_text('import torch\nprint "cuda"\n', rewrite.compiled_kb())
+        checkout.migrate_text('import torch\nprint "cuda"\n', checkout.compiled_kb())
 
 
 # --- what is never touched -------------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_symlink_to_a_file_outside_the_root_is_reported_and_not_followed(tmp_pat
     (root / "shared.py").symlink_to(outside)
     before = outside.read_bytes()
 
-    result = rewrite.run(root, write=True)
+    result = checkout.run(root, write=True)
     files = by_path(result)
 
     assert files["shared.py"].status == "error"
@@ -249,7 +249,7 @@ def test_symlinked_directory_outside_the_root_is_not_followed(tmp_path: Path) ->
     (root / "lib").symlink_to(outside.parent, target_is_directory=True)
     before = outside.read_bytes()
 
-    files = by_path(rewrite.run(root, write=True))
+    files = by_path(checkout.run(root, write=True))
 
     assert set(files) == {"main.py"}
     assert outside.read_bytes() == before
@@ -261,7 +261,7 @@ def test_symlink_given_as_the_root_is_not_followed_outside(tmp_path: Path) -> No
     link.parent.mkdir()
     link.symlink_to(outside)
 
-    result = rewrite.run(link, write=True)
+    result = checkout.run(link, write=True)
 
     assert [f.status for f in result.files] == ["error"]
     assert "symbolic link" in (result.files[0].error or "")
@@ -274,7 +274,7 @@ def test_symlink_inside_the_root_is_migrated_once_through_its_target(tmp_path: P
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "alias2.py").symlink_to("../real.py")
 
-    result = rewrite.run(tmp_path, write=True)
+    result = checkout.run(tmp_path, write=True)
 
     assert [(f.path, f.status) for f in result.files] == [("real.py", "changed")]
     assert (tmp_path / "alias.py").is_symlink() and (tmp_path / "sub" / "alias2.py").is_symlink()
@@ -306,7 +306,7 @@ def test_ignored_vendored_and_virtualenv_files_are_not_touched(tmp_path: Path) -
     for rel in migrated:
         put(tmp_path / rel, SIMPLE)
 
-    result = rewrite.run(tmp_path, write=True)
+    result = checkout.run(tmp_path, write=True)
     files = by_path(result)
 
     assert set(files) == set(migrated)
@@ -319,7 +319,7 @@ def test_files_without_trigger_words_are_not_parsed(tmp_path: Path) -> None:
     put(tmp_path / "plain.py", "def f(:\n    pass\n")  # not even valid, but nothing to migrate
     put(tmp_path / "gpu.py", SIMPLE)
 
-    result = rewrite.run(tmp_path)
+    result = checkout.run(tmp_path)
     files = by_path(result)
 
     assert result.parsed == 1
@@ -339,7 +339,7 @@ def test_write_leaves_no_temp_files_and_output_parses(tmp_path: Path) -> None:
     script.chmod(0o754)
     names_before = set(snapshot(tmp_path))
 
-    result = rewrite.run(tmp_path, write=True)
+    result = checkout.run(tmp_path, write=True)
 
     assert {f.path for f in result.changed} == {"train.py", "pkg/model.py", "run.py"}
     assert set(snapshot(tmp_path)) == names_before  # no .pytpu-tmp or other leftovers
@@ -355,7 +355,7 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     put(tmp_path / "train.py", REALISTIC)
     before = snapshot(tmp_path)
 
-    result = rewrite.run(tmp_path, write=False)
+    result = checkout.run(tmp_path, write=False)
 
     assert [f.path for f in result.changed] == ["train.py"]
     assert snapshot(tmp_path) == before
@@ -367,9 +367,9 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
 def test_second_run_changes_nothing(tmp_path: Path) -> None:
     path = put(tmp_path / "train.py", REALISTIC)
 
-    first = rewrite.run(tmp_path, write=True)
+    first = checkout.run(tmp_path, write=True)
     migrated = path.read_text()
-    second = rewrite.run(tmp_path, write=True)
+    second = checkout.run(tmp_path, write=True)
 
     assert [f.status for f in first.files] == ["changed"]
     assert [f.status for f in second.files] == ["unchanged"]
@@ -392,7 +392,7 @@ def test_second_run_changes_nothing(tmp_path: Path) -> None:
     assert "import torch_xla\n" in code
     assert "torch_xla.sync(wait=True)" in code
     # the second run still reports, but proposes nothing new
-    again, _findings = rewrite.migrate_text(migrated, rewrite.compiled_kb())
+    again, _findings = checkout.migrate_text(migrated, checkout.compiled_kb())
     assert again == migrated
 
 
@@ -426,7 +426,7 @@ def test_black_runs_only_on_changed_lines(tmp_path: Path, config: tuple[str, str
     put(tmp_path / config[0], config[1])
     path = put(tmp_path / "pkg" / "m.py", UGLY)
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["pkg/m.py"].status == "changed"
     lines = path.read_text().splitlines()
@@ -438,7 +438,7 @@ def test_black_runs_only_on_changed_lines(tmp_path: Path, config: tuple[str, str
 def test_without_black_config_only_changed_lines_differ(tmp_path: Path) -> None:
     path = put(tmp_path / "m.py", UGLY)
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["m.py"].status == "changed"
     lines = path.read_text().splitlines()
@@ -477,21 +477,21 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
     source = "import torch\n\nx = torch.zeros(3).cuda()\ntorch.cuda.synchronize()\n"
     path = put(tmp_path / "train.py", source)
     put(tmp_path / "other.py", "import os\n")  # no trigger word: not parsed
-    _, expected_findings = rewrite.migrate_text(source, rewrite.compiled_kb())
+    _, expected_findings = checkout.migrate_text(source, checkout.compiled_kb())
     involved = {(f.rule.id, f.line) for f in expected_findings if f.case.changes_code}
     assert involved  # the check below is not vacuous
 
-    real = rewrite.transform_module
+    real = checkout.transform_module
 
     def broken(module: cst.Module, *args, **kwargs) -> TransformResult:
         result = real(module, *args, **kwargs)
         return TransformResult(module=breaker(result.module), findings=result.findings)
 
-    monkeypatch.setattr(rewrite, "transform_module", broken)
+    monkeypatch.setattr(checkout, "transform_module", broken)
     before = path.read_bytes()
     names_before = set(snapshot(tmp_path))
 
-    result = rewrite.run(tmp_path, write=True)
+    result = checkout.run(tmp_path, write=True)
     files = by_path(result)
 
     assert path.read_bytes() == before
@@ -503,16 +503,18 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
     assert "left unchanged" in error
     for rule_id, line in involved:
         assert f"{rule_id} (line {line})" in error, error
-    with pytest.raises(rewrite.OutputDoesNotParse):
-        rewrite.migrate_text(source, rewrite.compiled_kb())
+    with pytest.raises(checkout.OutputDoesNotParse):
+        checkout.migrate_text(source, checkout.compiled_kb())
 
 
 def test_unparsable_black_output_is_never_written(tmp_path: Path, monkeypatch) -> None:
     put(tmp_path / "pyproject.toml", "[tool.black]\n")
     path = put(tmp_path / "m.py", SIMPLE)
-    monkeypatch.setattr(rewrite, "format_changed", lambda before, after, *a, **k: after + "def (\n")
+    monkeypatch.setattr(
+        checkout, "format_changed", lambda before, after, *a, **k: after + "def (\n"
+    )
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["m.py"].status == "error"
     assert "left unchanged" in (files["m.py"].error or "")
@@ -547,7 +549,7 @@ def test_line_endings_and_bom_survive(
     content = bom + newline.join(line.encode("utf-8") for line in lines)
     path = put(tmp_path / "m.py", content)
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["m.py"].status == "changed"
     data = path.read_bytes()
@@ -562,13 +564,13 @@ def test_line_endings_and_bom_survive(
     assert "name = 'café'" in data.decode("utf-8-sig")
     assert ".cuda()" not in data.decode("utf-8-sig")
     # and the written file is stable
-    assert [f.status for f in rewrite.run(tmp_path, write=True).files] == ["unchanged"]
+    assert [f.status for f in checkout.run(tmp_path, write=True).files] == ["unchanged"]
 
 
 def test_missing_final_newline_stays_missing(tmp_path: Path) -> None:
     path = put(tmp_path / "m.py", "import torch\nx = torch.zeros(3).cuda()")
 
-    rewrite.run(tmp_path, write=True)
+    checkout.run(tmp_path, write=True)
 
     text = path.read_text()
     assert not text.endswith("\n")
@@ -579,7 +581,7 @@ def test_cr_only_file_without_findings_is_unchanged(tmp_path: Path) -> None:
     content = b"import torch\r# runs on cuda\rx = 1\r"
     path = put(tmp_path / "m.py", content)
 
-    result = rewrite.run(tmp_path, write=True)
+    result = checkout.run(tmp_path, write=True)
 
     assert [f.status for f in result.files] == ["unchanged"]
     assert path.read_bytes() == content
@@ -588,7 +590,7 @@ def test_cr_only_file_without_findings_is_unchanged(tmp_path: Path) -> None:
 def test_cr_only_file_keeps_its_final_newline(tmp_path: Path) -> None:
     path = put(tmp_path / "m.py", b"import torch\rx = torch.zeros(3).cuda()\r")
 
-    rewrite.run(tmp_path, write=True)
+    checkout.run(tmp_path, write=True)
 
     assert path.read_bytes().endswith(b"device())\r")
 
@@ -600,7 +602,7 @@ def test_a_single_file_can_be_the_root(tmp_path: Path) -> None:
     path = put(tmp_path / "train.py", SIMPLE)
     put(tmp_path / "other.py", SIMPLE)
 
-    result = rewrite.run(path, write=True)
+    result = checkout.run(path, write=True)
 
     assert [(f.path, f.status) for f in result.files] == [("train.py", "changed")]
     assert (tmp_path / "other.py").read_text() == SIMPLE
@@ -613,7 +615,7 @@ def test_too_deeply_nested_file_is_skipped_and_others_go_on(tmp_path: Path) -> N
     put(tmp_path / "ok.py", SIMPLE)
     before = deep.read_bytes()
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["deep.py"].status == "error"
     assert "deep.py" in (files["deep.py"].error or "")
@@ -630,7 +632,7 @@ def test_form_feed_in_indentation_does_not_abort_the_run(tmp_path: Path) -> None
     put(tmp_path / "a_formfeed.py", FORM_FEED_INDENT)
     put(tmp_path / "b_ok.py", SIMPLE)
 
-    files = by_path(rewrite.run(tmp_path, write=True))
+    files = by_path(checkout.run(tmp_path, write=True))
 
     assert files["b_ok.py"].status == "changed"
     assert files["a_formfeed.py"].status == "changed"
@@ -638,7 +640,7 @@ def test_form_feed_in_indentation_does_not_abort_the_run(tmp_path: Path) -> None
 
 
 def test_form_feed_in_indentation_is_migrated() -> None:
-    out, _ = rewrite.migrate_text(FORM_FEED_INDENT, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(FORM_FEED_INDENT, checkout.compiled_kb())
     assert_parses(out)
     assert "\x0c    pass\n" in out
     assert ".cuda()" not in out
@@ -646,7 +648,7 @@ def test_form_feed_in_indentation_is_migrated() -> None:
 
 def test_form_feed_between_top_level_blocks_is_kept() -> None:
     source = "import torch\n\x0c\ndef f():\n    return 1\n\x0c\nx = torch.zeros(3).cuda()\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
     assert out.count("\x0c\n") == 2
     assert ".cuda()" not in out
 
@@ -662,14 +664,14 @@ def test_form_feed_between_top_level_blocks_is_kept() -> None:
 def test_memory_query_inside_an_f_string_is_migrated(line: str) -> None:
     quote = line[7]
     source = f"import torch\n\nname = {quote}gpu{quote}\n{line}\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
     assert_parses(out)
-    assert rewrite.migrate_text(out, rewrite.compiled_kb())[0] == out
+    assert checkout.migrate_text(out, checkout.compiled_kb())[0] == out
 
 
 def test_replacement_alias_is_not_shadowed_by_a_parameter() -> None:
     source = "import torch\n\n\ndef world(xr):\n    return torch.cuda.device_count()\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
     function = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.FunctionDef))
     params = {a.arg for a in function.args.args}
     for node in ast.walk(function):
@@ -686,8 +688,8 @@ def test_insert_after_a_deleted_statement_is_not_lost(tmp_path: Path, deleted: s
     source = f"import torch\n\n\ndef setup(rank):\n    {deleted}\n    torch.manual_seed(0)\n"
     path = put(tmp_path / "seed.py", source)
 
-    first = rewrite.run(tmp_path, write=True)
-    second = rewrite.run(tmp_path, write=True)
+    first = checkout.run(tmp_path, write=True)
+    second = checkout.run(tmp_path, write=True)
 
     assert [f.status for f in first.files] == ["changed"]
     assert [f.status for f in second.files] == ["unchanged"], path.read_text()
@@ -695,8 +697,8 @@ def test_insert_after_a_deleted_statement_is_not_lost(tmp_path: Path, deleted: s
 
 def test_insert_after_a_deleted_statement_without_comments() -> None:
     source = "import torch\n\ndef f(r):\n    torch.cuda.empty_cache()\n    torch.manual_seed(0)\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
-    assert rewrite.migrate_text(out, rewrite.compiled_kb())[0] == out
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    assert checkout.migrate_text(out, checkout.compiled_kb())[0] == out
 
 
 def _torch_xla_bound_before_use(text: str) -> bool:
@@ -722,21 +724,21 @@ def test_type_checking_import_does_not_count_as_a_binding() -> None:
         "from typing import TYPE_CHECKING\n\nimport torch\n\nif TYPE_CHECKING:\n"
         "    import torch_xla\n\nx = torch.zeros(3).cuda()\n"
     )
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
     assert ".cuda()" not in out
     assert _torch_xla_bound_before_use(out), out
 
 
 def test_later_import_does_not_count_for_earlier_uses() -> None:
     source = "import torch\n\nx = torch.zeros(3).cuda()\n\nimport torch_xla  # noqa: E402\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
     assert ".cuda()" not in out
     assert _torch_xla_bound_before_use(out), out
 
 
 def test_replacement_root_is_not_shadowed_by_a_parameter() -> None:
     source = "import torch\n\n\ndef move(t, torch_xla):\n    return t.cuda()\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
     function = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.FunctionDef))
     # the inserted device call must not go through the parameter `torch_xla`
     calls = [ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)]
@@ -746,5 +748,5 @@ def test_replacement_root_is_not_shadowed_by_a_parameter() -> None:
 
 def test_seed_in_a_one_line_if_is_migrated_in_one_run() -> None:
     source = "import torch\n\nif torch.cuda.is_available(): torch.manual_seed(0)\n"
-    out, _ = rewrite.migrate_text(source, rewrite.compiled_kb())
-    assert rewrite.migrate_text(out, rewrite.compiled_kb())[0] == out
+    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    assert checkout.migrate_text(out, checkout.compiled_kb())[0] == out

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytpu.engine import kb
-from pytpu.engine.rewrite import compiled_kb, migrate_text
+from pytpu.engine.rewriter import kb
+from pytpu.engine.rewriter.checkout import compiled_kb, migrate_text
 
 KB = kb.default()
 COMPILED = compiled_kb()

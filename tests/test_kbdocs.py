@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytpu.engine import kb, kbdocs
+from pytpu.engine.rewriter import kb, kbdocs
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "kb.md"
 

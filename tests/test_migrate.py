@@ -14,7 +14,8 @@ import git
 import pytest
 from markdown_it import MarkdownIt
 
-from pytpu.engine import migrate, rewrite
+from pytpu.engine import migrate
+from pytpu.engine.rewriter import checkout
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
 CONFIG = "run: python train.py --cuda --steps 16\ntolerance: 2.0\n"
@@ -155,7 +156,7 @@ def test_not_a_repository_is_refused(tmp_path):
 
 def test_a_migration_that_breaks_a_test_is_named_with_exit_code_1(tmp_path, monkeypatch):
     repo = _repository(tmp_path / "repo")
-    real_run = rewrite.run
+    real_run = checkout.run
 
     def breaking_run(root, **kwargs):
         result = real_run(root, **kwargs)

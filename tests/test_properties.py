@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pytpu.engine import rewrite
+from pytpu.engine.rewriter import checkout
 
 # hypothesmith compiles its candidates; `1()` and the like compile with a SyntaxWarning
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
@@ -49,7 +49,7 @@ CUDA_POSTLUDE = "\nx = torch.zeros(3).cuda()\ntorch.cuda.synchronize()\n"
 
 @pytest.fixture(scope="module")
 def compiled():
-    return rewrite.compiled_kb()
+    return checkout.compiled_kb()
 
 
 def _compile(text: str) -> None:
@@ -82,7 +82,7 @@ def assert_parses(text: str) -> None:
 def check_migration(source: str, compiled) -> str:
     """Migrate `source`; check the output parses as well as the input did and is a fixed point."""
     try:
-        out, _findings = rewrite.migrate_text(source, compiled)
+        out, _findings = checkout.migrate_text(source, compiled)
     except cst.ParserSyntaxError:
         assume(False)  # input libcst itself rejects: not the engine's concern here
         raise AssertionError("unreachable") from None
@@ -91,7 +91,7 @@ def check_migration(source: str, compiled) -> str:
         ast.parse(out)
     if _compiles(source):
         _compile(out)
-    again, _ = rewrite.migrate_text(out, compiled)
+    again, _ = checkout.migrate_text(out, compiled)
     assert again == out, "a second run changed the output"
     return out
 
@@ -280,11 +280,11 @@ def _called_names(tree: ast.AST) -> list[str]:
 def test_cuda_programs(compiled, program: tuple[str, str]) -> None:
     source, sync = program
     _compile(source)  # the generator writes valid code
-    out, _findings = rewrite.migrate_text(source, compiled)
+    out, _findings = checkout.migrate_text(source, compiled)
     cst.parse_module(out)
     tree = ast.parse(out)
     _compile(out)
-    again, _ = rewrite.migrate_text(out, compiled)
+    again, _ = checkout.migrate_text(out, compiled)
     assert again == out, "a second run changed the output"
     called = _called_names(tree)
     leftover_cuda = [name for name in called if name.endswith(".cuda")]
@@ -308,8 +308,8 @@ def test_generator_example_is_realistic(compiled) -> None:
                 torch.cuda.set_device(rank)
         """
     )
-    out, findings = rewrite.migrate_text(source, compiled)
+    out, findings = checkout.migrate_text(source, compiled)
     assert findings
     assert_parses(out)
-    assert rewrite.migrate_text(out, compiled)[0] == out
+    assert checkout.migrate_text(out, compiled)[0] == out
     assert ".cuda(" not in out and "s()" not in out

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytpu.engine import rewrite
+from pytpu.engine.rewriter import checkout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "xla"
 HARNESS = Path(__file__).parent / "fixtures" / "xla_metrics.py"
@@ -55,7 +55,7 @@ def test_migrated_fixture_runs_on_xla(tmp_path, name, flag, length, runs_on_cpu)
     shutil.copy(FIXTURES / name, tmp_path / name)
     original = _run([name, flag, str(length)], tmp_path, xla=False) if runs_on_cpu else None
 
-    result = rewrite.run(tmp_path / name, write=True)
+    result = checkout.run(tmp_path / name, write=True)
     assert [f.error for f in result.files if f.error] == []
     assert result.changed, "the fixture must need a migration"
 

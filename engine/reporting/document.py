@@ -10,9 +10,10 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from pytpu.engine import kbdocs, report
-from pytpu.engine.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
-from pytpu.engine.rewrite import RunResult
+from pytpu.engine.reporting import review as review_items
+from pytpu.engine.rewriter import kbdocs
+from pytpu.engine.rewriter.checkout import RunResult
+from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
 
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
 DOCS_URL = "https://github.com/pytpu/pytpu/blob/main/docs/kb.md"
@@ -76,7 +77,7 @@ def review(run: RunResult) -> list[dict[str, Any]]:
             "link": rule_link(item.code),
             "effort": item.effort,
         }
-        for item in report.estimate(run).items
+        for item in review_items.estimate(run).items
     ]
 
 

@@ -20,7 +20,7 @@ import libcst.matchers as m
 import torch.nn
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
-from pytpu.engine import files
+from pytpu.engine.rewriter import sources
 
 # Flags that make a program's own run short, and the value each gets (None: a switch).
 SHORT_RUN_FLAGS = {
@@ -101,7 +101,7 @@ class Inventory:
 
 
 def python_files(root: Path, suite_dir: Path) -> list[Path]:
-    paths, _ = files.discover(root)
+    paths, _ = sources.discover(root)
     suite_dir = suite_dir.resolve()
     return [
         p

@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytpu.engine import files, pytest_runs
+from pytpu.engine import pytest_runs
 from pytpu.engine.pytest_runs import ERROR, FAILED, PASSED, SKIPPED
+from pytpu.engine.rewriter import sources
 
 MISSING = "missing"
 OUTCOMES = (PASSED, FAILED, ERROR, SKIPPED)
@@ -36,7 +37,7 @@ class SideRun:
 def own_test_files(root: Path, suite: str) -> list[Path]:
     """The repository's own pytest files (not the generated suite)."""
     suite_dir = (root / suite).resolve()
-    paths, _ = files.discover(root)
+    paths, _ = sources.discover(root)
     return [
         p
         for p in paths

@@ -18,7 +18,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from pytpu.engine import patterns
+from pytpu.engine.rewriter import patterns
 
 DEFAULT_TARGET = "torch_xla"
 TARGET_VERSIONS = {"torch_xla": Version("2.9")}

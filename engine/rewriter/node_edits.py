@@ -8,7 +8,7 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine import patterns
+from pytpu.engine.rewriter import patterns
 
 _EMPTY = cst.Module(body=[])
 

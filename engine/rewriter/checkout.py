@@ -19,10 +19,10 @@ from typing import Any
 import libcst as cst
 from packaging.version import Version
 
-from pytpu.engine import kb as kb_module
-from pytpu.engine.files import SourceError, discover, read_source, write_atomically
-from pytpu.engine.formatting import black_mode_for, format_changed
-from pytpu.engine.transform import (
+from pytpu.engine.rewriter import kb as kb_module
+from pytpu.engine.rewriter.formatting import black_mode_for, format_changed
+from pytpu.engine.rewriter.sources import SourceError, discover, read_source, write_atomically
+from pytpu.engine.rewriter.transform import (
     CONVERTED,
     FLAGGED,
     NOTED,

@@ -23,7 +23,7 @@ from fnmatch import translate
 
 import libcst as cst
 
-from pytpu.engine import patterns
+from pytpu.engine.rewriter import patterns
 
 _LOOPS = (cst.For, cst.While)
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)

@@ -14,7 +14,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedNameSource, ScopeProvider
 
-from pytpu.engine import patterns
+from pytpu.engine.rewriter import patterns
 
 _BUILTINS = frozenset(dir(builtins))
 MODULE_ROOTS = ("torch", "torch_xla")

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pytpu.engine.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding
-from pytpu.engine.kb import EFFORT_MINUTES
-from pytpu.engine.rewrite import KINDS, FileResult, RunResult
+from pytpu.engine.rewriter.checkout import KINDS, FileResult, RunResult
+from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding
+from pytpu.engine.rewriter.kb import EFFORT_MINUTES
 
 # Effort levels in the order a person reads them; "none" items still need a look, at no cost.
 LEVELS = ("low", "medium", "high", "none")

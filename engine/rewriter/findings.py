@@ -8,7 +8,7 @@ from typing import Any
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from pytpu.engine.kb import Case, Rule
+from pytpu.engine.rewriter.kb import Case, Rule
 
 # Finding kinds, as the analyze table counts them (HIPIFY's converted / unconverted).
 CONVERTED, NOTED, FLAGGED, UNKNOWN = "converted", "converted with a note", "flagged", "unknown"

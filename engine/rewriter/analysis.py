@@ -14,13 +14,13 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine import devices, patterns
-from pytpu.engine.compiled import CompiledKB
-from pytpu.engine.dataflow import DeviceVariables, OptimizerOrder, parameters_receiver
-from pytpu.engine.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding, short_code
-from pytpu.engine.imports import ImportTracker, bound_paths
-from pytpu.engine.kb import Case
-from pytpu.engine.loops import LoopAnalyzer, LoopPlan
+from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter.dataflow import DeviceVariables, OptimizerOrder, parameters_receiver
+from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding, short_code
+from pytpu.engine.rewriter.imports import ImportTracker, bound_paths
+from pytpu.engine.rewriter.index import CompiledKB
+from pytpu.engine.rewriter.kb import Case
+from pytpu.engine.rewriter.loops import LoopAnalyzer, LoopPlan
 
 # Fields whose names are not uses of a name: `x.attr`, `f(keyword=...)`.
 _NOT_USES = frozenset({"attr", "keyword"})

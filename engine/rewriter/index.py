@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from pytpu.engine import devices, patterns
-from pytpu.engine.kb import Case, KnowledgeBase, Rule
-from pytpu.engine.loops import LoopSettings
+from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter.kb import Case, KnowledgeBase, Rule
+from pytpu.engine.rewriter.loops import LoopSettings
 
 
 class CompiledKB:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from pytpu.engine.patterns import dotted_name, walk
+from pytpu.engine.rewriter.patterns import dotted_name, walk
 
 _CONST_RE = re.compile(r"^cuda(:\d+)?$")
 

@@ -11,8 +11,8 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from pytpu.engine.edits import is_import_line
-from pytpu.engine.patterns import dotted_name
+from pytpu.engine.rewriter.node_edits import is_import_line
+from pytpu.engine.rewriter.patterns import dotted_name
 
 
 def _dotted_expr(text: str) -> cst.BaseExpression:

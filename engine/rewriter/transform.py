@@ -14,10 +14,9 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from pytpu.engine import devices, edits, patterns
-from pytpu.engine.analysis import Analysis, Plan
-from pytpu.engine.compiled import CompiledKB
-from pytpu.engine.findings import (  # noqa: F401  (re-exported for callers of the engine)
+from pytpu.engine.rewriter import devices, node_edits, patterns
+from pytpu.engine.rewriter.analysis import Analysis, Plan
+from pytpu.engine.rewriter.findings import (  # noqa: F401  (re-exported for callers of the engine)
     CONVERTED,
     FLAGGED,
     KINDS,
@@ -27,8 +26,9 @@ from pytpu.engine.findings import (  # noqa: F401  (re-exported for callers of t
     comment_text,
     locate,
 )
-from pytpu.engine.imports import ImportTracker
-from pytpu.engine.resolve import ImportTableResolver, ScopeResolver
+from pytpu.engine.rewriter.imports import ImportTracker
+from pytpu.engine.rewriter.index import CompiledKB
+from pytpu.engine.rewriter.resolve import ImportTableResolver, ScopeResolver
 
 STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _DEFERRED = object()
@@ -90,15 +90,15 @@ class Rewriter(cst.CSTTransformer):
             and id(result.test) in self.produced_true
             and result.orelse is None
         ):
-            result = edits.hoist_body(result)
+            result = node_edits.hoist_body(result)
         if isinstance(original, STATEMENTS):
             self.statement_nodes.pop()
             comments = self.statements.pop()
             if comments and isinstance(result, STATEMENTS):
-                result = edits.with_comments(result, comments)
+                result = node_edits.with_comments(result, comments)
             elif comments and isinstance(result, cst.FlattenSentinel) and result.nodes:
                 result = cst.FlattenSentinel(
-                    [edits.with_comments(result.nodes[0], comments), *result.nodes[1:]]
+                    [node_edits.with_comments(result.nodes[0], comments), *result.nodes[1:]]
                 )
             if id(original) in self.inserts and isinstance(result, STATEMENTS):
                 self.inserts[id(result)] = self.inserts.pop(id(original))
@@ -113,7 +113,7 @@ class Rewriter(cst.CSTTransformer):
         if isinstance(result, cst.Module) and self.analysis.setups:
             result = self._add_setups(result)
         if isinstance(result, cst.Module) and result.body and result.header:
-            result = edits.dedupe_module_header(result)
+            result = node_edits.dedupe_module_header(result)
         if isinstance(result, cst.SimpleStatementSuite) and not result.body:
             result = result.with_changes(body=[cst.Pass()])
         return result
@@ -150,7 +150,7 @@ class Rewriter(cst.CSTTransformer):
         result = self._rewrite(plan, original, updated)
         if result is _DEFERRED:
             return updated
-        if not edits.changed(updated, result) and len(self.imports.needed) == imports_before:
+        if not node_edits.changed(updated, result) and len(self.imports.needed) == imports_before:
             return updated  # already in the migrated form: nothing to report
         self._record(finding)
         if case.template is not None or case.action in ("delete", "unwrap"):
@@ -174,18 +174,20 @@ class Rewriter(cst.CSTTransformer):
         if case.kind == "module":
             new_module = action["rename_module"]
             if isinstance(updated, (cst.Import, cst.ImportFrom)):
-                return edits.rename_module_import(updated, case.names[0], new_module)
+                return node_edits.rename_module_import(updated, case.names[0], new_module)
             text = patterns.dotted_name(updated) or ""
-            return edits.keep_parens(updated, edits.dotted(new_module + text[len(case.names[0]) :]))
+            return node_edits.keep_parens(
+                updated, node_edits.dotted(new_module + text[len(case.names[0]) :])
+            )
         if isinstance(action, dict) and "insert_after" in action:
             return self._plan_insert(plan, original, updated)
         if case.kind == "env" and case.template is not None and isinstance(updated, cst.Assign):
             return updated.with_changes(value=self._render(case.template, patterns.Bindings()))
-        bindings = edits.rebind(plan.bindings, original, updated)
+        bindings = node_edits.rebind(plan.bindings, original, updated)
         if case.template is not None:
             new = self._render(case.template, bindings)
             if isinstance(action, dict) and isinstance(new, cst.Call):
-                new = edits.edit_kwargs(new, action, self._render_text)
+                new = node_edits.edit_kwargs(new, action, self._render_text)
             return self._place(updated, new)
         if action == "delete":
             if isinstance(updated, cst.BaseSmallStatement):
@@ -195,9 +197,9 @@ class Rewriter(cst.CSTTransformer):
         if action == "keep":
             return updated  # the rule only needs its imports
         if action == "unwrap" and isinstance(updated, cst.With):
-            return edits.hoist_body(updated)
+            return node_edits.hoist_body(updated)
         if isinstance(action, dict) and isinstance(updated, cst.Call):
-            return edits.edit_kwargs(updated, action, self._render_text)
+            return node_edits.edit_kwargs(updated, action, self._render_text)
         return updated
 
     def _rewrite_loop(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
@@ -206,7 +208,9 @@ class Rewriter(cst.CSTTransformer):
         loop = plan.loop
         if loop is None or loop.loader is None or type(updated) is not cst.For:
             return updated
-        bindings = edits.rebind(patterns.Bindings(nodes={"loader": loop.loader}), original, updated)
+        bindings = node_edits.rebind(
+            patterns.Bindings(nodes={"loader": loop.loader}), original, updated
+        )
         wrapped = self._render(plan.case.template, bindings)
         target = bindings.nodes["loader"]
         return updated.with_changes(iter=_replace_node(updated.iter, target, wrapped))
@@ -220,9 +224,9 @@ class Rewriter(cst.CSTTransformer):
             return cst.Expr(value=new)
         if not (isinstance(new, cst.BaseExpression) and isinstance(updated, cst.BaseExpression)):
             return new
-        new = edits.keep_parens(updated, new)
+        new = node_edits.keep_parens(updated, new)
         parent = self.stack[-1] if self.stack else None
-        if edits.needs_parens(parent, updated, new):
+        if node_edits.needs_parens(parent, updated, new):
             new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         if isinstance(new, cst.Name) and new.value == "True":
             self.produced_true.add(id(new))
@@ -250,7 +254,7 @@ class Rewriter(cst.CSTTransformer):
         if id(original) not in self.analysis.statement_values or len(self.stack) < 2:
             return updated  # not a statement of its own: nothing to insert after
         expr, holder = self.stack[-1], self.stack[-2]
-        bindings = edits.rebind(plan.bindings, original, updated)
+        bindings = node_edits.rebind(plan.bindings, original, updated)
         rendered = self._render(patterns.parse_code(plan.case.action["insert_after"]), bindings)
         if isinstance(rendered, cst.BaseExpression):
             rendered = cst.Expr(value=rendered)
@@ -259,7 +263,7 @@ class Rewriter(cst.CSTTransformer):
         position = holder.body.index(expr)
         if position + 1 < len(holder.body):
             # `a; b` on one line: the new statement goes right after, unless it is there
-            if not edits.same_small_statement(rendered, holder.body[position + 1]):
+            if not node_edits.same_small_statement(rendered, holder.body[position + 1]):
                 self.suite_inserts[id(expr)] = (plan.finding, rendered)
         elif isinstance(holder, cst.SimpleStatementLine):
             line = cst.SimpleStatementLine(body=[rendered])
@@ -275,11 +279,11 @@ class Rewriter(cst.CSTTransformer):
             left, right = id(node.left) in produced, id(node.right) in produced
             if isinstance(node.operator, cst.And) and (left or right):
                 keep = node.left if left and right else (node.right if left else node.left)
-                return edits.keep_parens(node, keep)
+                return node_edits.keep_parens(node, keep)
             if isinstance(node.operator, cst.Or) and left:
-                return edits.keep_parens(node, node.left)
+                return node_edits.keep_parens(node, node.left)
         if isinstance(node, cst.IfExp) and id(node.test) in produced:
-            return edits.keep_parens(node, node.body)
+            return node_edits.keep_parens(node, node.body)
         return node
 
     def _finish_block(self, block: cst.IndentedBlock | cst.Module) -> Any:
@@ -305,12 +309,12 @@ class Rewriter(cst.CSTTransformer):
             following = body[i + 1] if i + 1 < len(body) else None
             added: list[cst.BaseStatement] = []
             for finding, lines in pending:
-                lines = [ln for ln in lines if not edits.same_statement(ln, following)]
+                lines = [ln for ln in lines if not node_edits.same_statement(ln, following)]
                 if lines:
                     self.findings.append(finding)
                     text = self._comment(finding)
                     if text:  # the comment explains the statement that was added
-                        lines[0] = edits.with_comments(lines[0], [text])
+                        lines[0] = node_edits.with_comments(lines[0], [text])
                     added += lines
             out.append(stmt)
             out += added
@@ -327,9 +331,11 @@ class Rewriter(cst.CSTTransformer):
                 statement = cst.Expr(value=statement)
             line = cst.SimpleStatementLine(body=[statement])
             text = self._comment(finding)
-            lines.append(edits.with_comments(line, [text]) if text else line)
+            lines.append(node_edits.with_comments(line, [text]) if text else line)
             self.findings.append(finding)
-        cut = max((i + 1 for i, s in enumerate(module.body) if edits.is_import_line(s)), default=0)
+        cut = max(
+            (i + 1 for i, s in enumerate(module.body) if node_edits.is_import_line(s)), default=0
+        )
         return module.with_changes(body=[*module.body[:cut], *lines, *module.body[cut:]])
 
 
