@@ -217,7 +217,7 @@ def test_declared_latin1_encoding_is_kept(tmp_path: Path) -> None:
 
 def test_parser_errors_from_migrate_text(tmp_path: Path) -> None:
     with pytest.raises(cst.ParserSyntaxError):
-        checkout.migrate_text('import torch\nprint "cuda"\n', checkout.compiled_kb())
+        checkout.migrate_text('import torch\nprint "cuda"\n', checkout.rule_index())
 
 
 # --- what is never touched -------------------------------------------------------------------
@@ -392,7 +392,7 @@ def test_second_run_changes_nothing(tmp_path: Path) -> None:
     assert "import torch_xla\n" in code
     assert "torch_xla.sync(wait=True)" in code
     # the second run still reports, but proposes nothing new
-    again, _findings = checkout.migrate_text(migrated, checkout.compiled_kb())
+    again, _findings = checkout.migrate_text(migrated, checkout.rule_index())
     assert again == migrated
 
 
@@ -477,7 +477,7 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
     source = "import torch\n\nx = torch.zeros(3).cuda()\ntorch.cuda.synchronize()\n"
     path = put(tmp_path / "train.py", source)
     put(tmp_path / "other.py", "import os\n")  # no trigger word: not parsed
-    _, expected_findings = checkout.migrate_text(source, checkout.compiled_kb())
+    _, expected_findings = checkout.migrate_text(source, checkout.rule_index())
     involved = {(f.rule.id, f.line) for f in expected_findings if f.case.changes_code}
     assert involved  # the check below is not vacuous
 
@@ -485,7 +485,10 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
 
     def broken(module: cst.Module, *args, **kwargs) -> TransformResult:
         result = real(module, *args, **kwargs)
-        return TransformResult(module=breaker(result.module), findings=result.findings)
+        broken_module = breaker(result.module)
+        return TransformResult(
+            module=broken_module, findings=result.findings, code=broken_module.code
+        )
 
     monkeypatch.setattr(checkout, "transform_module", broken)
     before = path.read_bytes()
@@ -504,7 +507,7 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
     for rule_id, line in involved:
         assert f"{rule_id} (line {line})" in error, error
     with pytest.raises(checkout.OutputDoesNotParse):
-        checkout.migrate_text(source, checkout.compiled_kb())
+        checkout.migrate_text(source, checkout.rule_index())
 
 
 def test_unparsable_black_output_is_never_written(tmp_path: Path, monkeypatch) -> None:
@@ -640,7 +643,7 @@ def test_form_feed_in_indentation_does_not_abort_the_run(tmp_path: Path) -> None
 
 
 def test_form_feed_in_indentation_is_migrated() -> None:
-    out, _ = checkout.migrate_text(FORM_FEED_INDENT, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(FORM_FEED_INDENT, checkout.rule_index())
     assert_parses(out)
     assert "\x0c    pass\n" in out
     assert ".cuda()" not in out
@@ -648,7 +651,7 @@ def test_form_feed_in_indentation_is_migrated() -> None:
 
 def test_form_feed_between_top_level_blocks_is_kept() -> None:
     source = "import torch\n\x0c\ndef f():\n    return 1\n\x0c\nx = torch.zeros(3).cuda()\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
     assert out.count("\x0c\n") == 2
     assert ".cuda()" not in out
 
@@ -664,14 +667,14 @@ def test_form_feed_between_top_level_blocks_is_kept() -> None:
 def test_memory_query_inside_an_f_string_is_migrated(line: str) -> None:
     quote = line[7]
     source = f"import torch\n\nname = {quote}gpu{quote}\n{line}\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
     assert_parses(out)
-    assert checkout.migrate_text(out, checkout.compiled_kb())[0] == out
+    assert checkout.migrate_text(out, checkout.rule_index())[0] == out
 
 
 def test_replacement_alias_is_not_shadowed_by_a_parameter() -> None:
     source = "import torch\n\n\ndef world(xr):\n    return torch.cuda.device_count()\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
     function = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.FunctionDef))
     params = {a.arg for a in function.args.args}
     for node in ast.walk(function):
@@ -697,8 +700,8 @@ def test_insert_after_a_deleted_statement_is_not_lost(tmp_path: Path, deleted: s
 
 def test_insert_after_a_deleted_statement_without_comments() -> None:
     source = "import torch\n\ndef f(r):\n    torch.cuda.empty_cache()\n    torch.manual_seed(0)\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
-    assert checkout.migrate_text(out, checkout.compiled_kb())[0] == out
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
+    assert checkout.migrate_text(out, checkout.rule_index())[0] == out
 
 
 def _torch_xla_bound_before_use(text: str) -> bool:
@@ -724,21 +727,21 @@ def test_type_checking_import_does_not_count_as_a_binding() -> None:
         "from typing import TYPE_CHECKING\n\nimport torch\n\nif TYPE_CHECKING:\n"
         "    import torch_xla\n\nx = torch.zeros(3).cuda()\n"
     )
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
     assert ".cuda()" not in out
     assert _torch_xla_bound_before_use(out), out
 
 
 def test_later_import_does_not_count_for_earlier_uses() -> None:
     source = "import torch\n\nx = torch.zeros(3).cuda()\n\nimport torch_xla  # noqa: E402\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
     assert ".cuda()" not in out
     assert _torch_xla_bound_before_use(out), out
 
 
 def test_replacement_root_is_not_shadowed_by_a_parameter() -> None:
     source = "import torch\n\n\ndef move(t, torch_xla):\n    return t.cuda()\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
     function = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.FunctionDef))
     # the inserted device call must not go through the parameter `torch_xla`
     calls = [ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)]
@@ -748,5 +751,5 @@ def test_replacement_root_is_not_shadowed_by_a_parameter() -> None:
 
 def test_seed_in_a_one_line_if_is_migrated_in_one_run() -> None:
     source = "import torch\n\nif torch.cuda.is_available(): torch.manual_seed(0)\n"
-    out, _ = checkout.migrate_text(source, checkout.compiled_kb())
-    assert checkout.migrate_text(out, checkout.compiled_kb())[0] == out
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
+    assert checkout.migrate_text(out, checkout.rule_index())[0] == out

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from pytpu.engine.rewriter import kb
-from pytpu.engine.rewriter.checkout import compiled_kb, migrate_text
+from pytpu.engine.rewriter.checkout import migrate_text, rule_index
 
 KB = kb.default()
-COMPILED = compiled_kb()
+COMPILED = rule_index()
 EXAMPLES = [(rule, i, ex) for rule in KB.rules for i, ex in enumerate(rule.examples)]
 UNCHANGED = [(rule, i, text) for rule in KB.rules for i, text in enumerate(rule.unchanged)]
 
@@ -24,7 +24,7 @@ UNCHANGED = [(rule, i, text) for rule in KB.rules for i, text in enumerate(rule.
 def test_example_rewrites_as_documented(rule, index, example):
     after, findings = migrate_text(example.before, COMPILED, example.path)
     assert after == example.after, f"{rule.id} example {index + 1} ({rule.path})"
-    if rule.cases[0].kind != "engine":  # engine behaviours have no site of their own
+    if rule.cases[0].analysis is None:  # built-in analyses have no site of their own
         assert rule.id in {f.rule.id for f in findings}, f"{rule.id}'s example does not exercise it"
 
 
@@ -169,7 +169,7 @@ def test_target_version_changes_the_output():
         torch.cuda.synchronize()
         """
     )
-    new, _ = migrate_text(source, compiled_kb("torch_xla", "2.9"))
-    old, _ = migrate_text(source, compiled_kb("torch_xla", "2.4"))
+    new, _ = migrate_text(source, rule_index("torch_xla", "2.9"))
+    old, _ = migrate_text(source, rule_index("torch_xla", "2.4"))
     assert "torch_xla.sync(wait=True)" in new
     assert "torch_xla.sync" not in old

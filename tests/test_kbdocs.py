@@ -70,3 +70,26 @@ def test_flagged_only_rule_says_the_code_is_left_as_it_is() -> None:
     assert section.startswith("# PYTPU213: ")
     assert "Flagged only (display_only)" in section
     assert "<a id=" not in section
+
+
+def test_schema_vocabulary_is_current() -> None:
+    """kb/schema.json's enums of match kinds, conditions, contexts and actions come from the
+    vocabulary's registries."""
+    path, text = kbdocs.generated_files()[1]
+    if not kbdocs.is_current(path, text):
+        pytest.fail(
+            "kb/schema.json's vocabulary is out of date with engine/rewriter/vocabulary/; run "
+            "`pytpu kb docs` from the repository root to regenerate it",
+            pytrace=False,
+        )
+
+
+def test_every_vocabulary_entry_is_documented_and_in_the_schema() -> None:
+    from pytpu.engine.rewriter.vocabulary import REGISTRIES
+
+    text = kbdocs.render()
+    schema_text = kbdocs.render_schema()
+    for registry in REGISTRIES:
+        for entry in registry:
+            assert f"| `{entry.name}` |" in text, f"{registry.title}: {entry.name}"
+            assert f'"{entry.name}"' in schema_text, f"{registry.title}: {entry.name}"

@@ -16,11 +16,12 @@ import libcst as cst
 
 from pytpu.engine.rewriter import devices, patterns
 from pytpu.engine.rewriter.dataflow import DeviceVariables, OptimizerOrder, parameters_receiver
-from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding, short_code
+from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, Finding, short_code
 from pytpu.engine.rewriter.imports import ImportTracker, bound_paths
-from pytpu.engine.rewriter.index import CompiledKB
-from pytpu.engine.rewriter.kb import Case
+from pytpu.engine.rewriter.index import RuleIndex
+from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.loops import LoopAnalyzer, LoopPlan
+from pytpu.engine.rewriter.resolve import Resolver
 
 # Fields whose names are not uses of a name: `x.attr`, `f(keyword=...)`.
 _NOT_USES = frozenset({"attr", "keyword"})
@@ -29,24 +30,30 @@ _SCOPES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
 @dataclass
-class Plan:
-    case: Case
+class SitePlan:
+    """What the rewrite pass does at one node."""
+
+    case: RuleCase
     bindings: patterns.Bindings
     finding: Finding
-    loop: LoopPlan | None = None  # for the barrier rules: where the barrier goes
+    loop: LoopPlan | None = None  # for the loop analyses: the loader, or where the barrier goes
     flags: list[Finding] = field(default_factory=list)  # display-only findings at the same node
 
 
-class Analysis:
-    def __init__(self, compiled: CompiledKB, resolver: patterns.Resolver, imports: ImportTracker):
-        self.compiled = compiled
-        self.positions = compiled.positions
+class FileAnalysis:
+    """The walk over one module: bookkeeping of names, devices and loops, and the match kinds
+    of the vocabulary offered each node (see `vocabulary/`)."""
+
+    def __init__(self, index: RuleIndex, resolver: Resolver, imports: ImportTracker):
+        self.index = index
+        self.positions = index.positions
         self.resolver = resolver
         self.imports = imports
-        self.plans: dict[int, Plan] = {}
+        self.plans: dict[int, SitePlan] = {}
         self.on_path: set[int] = set()  # ancestors of planned nodes: the rewrite pass visits these
         self.claimed: set[int] = set()
         self.device_nodes: set[int] = set()
+        self.marks: dict[int, list[str]] = {}  # node -> positions it is in ("device", "host" ...)
         self.statement_values: set[int] = set()  # expressions that are whole statements
         self.path: list[cst.CSTNode] = []
         self.rank_guards: list[bool] = []  # for each enclosing `if`: is its test about the rank?
@@ -63,16 +70,16 @@ class Analysis:
         self.host_nodes: set[int] = set()  # load locations (`map_location=`)
         self.device_variables = DeviceVariables()
         self.optimizer_order = OptimizerOrder()
-        self.setups: list[tuple[Finding, Case]] = []  # statements for the top of the module
+        self.setups: list[tuple[Finding, RuleCase]] = []  # statements for the top of the module
         self.order = 0  # a counter that orders events in the walk
         self.launches = False  # the module starts processes (mp.spawn, torch_xla.launch)
         self.loops: LoopAnalyzer | None = None
         self.device_aware = True
         self.module: cst.Module | None = None
 
-    def run(self, module: cst.Module, text: str = "") -> Analysis:
+    def run(self, module: cst.Module, text: str = "") -> FileAnalysis:
         self.module = module
-        self.loops = LoopAnalyzer(self.compiled.loop_settings, module, self.resolver)
+        self.loops = LoopAnalyzer(self.index.loop_settings, module, self.resolver)
         # barriers only matter where something runs on a device
         self.device_aware = not text or any(w in text for w in ("cuda", "xla", ".to(", "device="))
         self.launches = self._launches(module, text)
@@ -86,7 +93,7 @@ class Analysis:
 
     def _launches(self, module: cst.Module, text: str) -> bool:
         """Whether the module calls a process launcher (its name appears in the text first)."""
-        launchers = self.compiled.launchers
+        launchers = self.index.launchers
         words = {q.rsplit(".", 1)[-1] for q in launchers}
         if text and not any(w in text for w in words):
             return False
@@ -102,7 +109,7 @@ class Analysis:
         kind = type(node)
         if kind is cst.Import or kind is cst.ImportFrom:
             self._record_import(node)
-            self._match_import(node)
+            self._match(node, kind)
             return  # handled whole
         contexts = len(self.contexts)  # what this node opens is closed when it is left
         handler = self._handlers.get(kind)
@@ -142,19 +149,31 @@ class Analysis:
             self.contexts.append("S")
         if plan is None:
             return
-        kind = "device_loader" if plan.loader is not None else f"{plan.kind}_barrier"
-        case = self.compiled.engine_cases.get(kind)
-        if case is None:
-            return
-        self._plan(node, case, patterns.Bindings(), loop=plan)
-        if plan.after is not None:
-            # the rewrite pass must reach the body and the statement the barrier follows
-            self.on_path.update((id(node.body), id(plan.after)))
+        for analysis, case in self.index.loop_analyses:
+            if analysis.takes_loop(plan):
+                self.plan(node, case, patterns.Bindings(), loop=plan)
+                if plan.after is not None:
+                    # the rewrite pass must reach the body and the statement the barrier follows
+                    self.on_path.update((id(node.body), id(plan.after)))
+                return
 
     def _set_scope(self, scope: tuple[int, ...]) -> None:
         self.scope = scope
-        if hasattr(self.resolver, "scope"):
-            self.resolver.scope = scope
+        self.resolver.scope = scope
+
+    # --- where the walk is: what the vocabulary's contexts ask ------------------------------
+
+    def rank_guarded(self) -> bool:
+        """Inside code that some ranks skip (`if rank == 0:`)."""
+        return any(self.rank_guards)
+
+    def in_step(self) -> bool:
+        """Inside a training or evaluation loop."""
+        return "S" in self.contexts
+
+    def step_throttled(self) -> bool:
+        """Under an `if` that throttles (`if step % 10 == 0:`) inside the innermost step."""
+        return "T" in self.contexts[_last(self.contexts, "S") :] if self.in_step() else False
 
     # --- bookkeeping: what each kind of node tells about names and devices -------------------
 
@@ -191,7 +210,7 @@ class Analysis:
             name
         ):
             self.device_variables.assigned(name, node.value, [*self.path, node])
-        if not self.scope and hasattr(self.resolver, "record_value_alias"):
+        if not self.scope:
             alias = self._cuda_alias(node.value)
             if alias is not None:
                 self.resolver.record_value_alias(name, alias)
@@ -233,7 +252,7 @@ class Analysis:
         self.statement_values.add(id(node.value))
 
     def _on_if(self, node: cst.If) -> None:
-        self.rank_guards.append(self.compiled.rank_guards.is_guard(node.test, self.resolver))
+        self.rank_guards.append(self.index.rank_guards.is_guard(node.test, self.resolver))
         if any(
             type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo
             for n in patterns.walk(node.test)
@@ -244,27 +263,28 @@ class Analysis:
         if len(self.path) == 2 and isinstance(self.path[1], cst.SimpleStatementLine):
             # only an import that always runs (not under `if TYPE_CHECKING:` or `try:`)
             self.imports.record(node, self.top_index)
-        record = getattr(self.resolver, "record_import", None)
-        roots = self.compiled.namespace_roots
+        roots = self.namespace_roots
         for local, path in bound_paths(node):
-            if record is not None:
-                record(local, path)
+            self.resolver.record_import(local, path)
             if any(path == r or path.startswith(r + ".") for r in roots):
                 # `import torch.cuda as tc`: `tc.x` belongs to a CUDA namespace
                 self.namespace_aliases.add(local)
 
     def _bind(self, target: cst.CSTNode, scope: tuple[int, ...] | None = None) -> None:
         """A name bound other than by an import (for the resolver and the alias check)."""
-        record = getattr(self.resolver, "record_binding", None)
         for name in _target_names(target):
-            if record is not None:
-                record(name, self.scope if scope is None else scope)
+            self.resolver.record_binding(name, self.scope if scope is None else scope)
             # Any binding, even a parameter, makes the name unusable as a new import alias.
             self.imports.bind_name(name)
 
     def _mark_device(self, node: cst.CSTNode) -> None:
         for sub in devices.device_subexpressions(node):
             self.device_nodes.add(id(sub))
+            self._mark(sub, "device")
+
+    def _mark(self, node: cst.CSTNode, mark: str) -> None:
+        """Offer the node to the match kinds of this mark when the walk reaches it."""
+        self.marks.setdefault(id(node), []).append(mark)
 
     def _mark_call_positions(self, node: cst.Call) -> None:
         for arg in node.args:
@@ -285,7 +305,7 @@ class Analysis:
                 method == "startswith" and self.positions.is_device_valued(func.value)
             ):
                 self._mark_device(first.value)
-                self._match_device_index(node, first)
+                self._mark_device_index(first.value)
                 return
             if method == "add_argument":
                 self._mark_argparse_default(node, first.value)
@@ -303,18 +323,13 @@ class Analysis:
     def _mark_host(self, node: cst.CSTNode) -> None:
         for sub in devices.device_subexpressions(node):
             self.host_nodes.add(id(sub))
+            self._mark(sub, "host")
 
-    def _match_device_index(self, call: cst.Call, argument: cst.Arg) -> None:
+    def _mark_device_index(self, node: cst.CSTNode) -> None:
         """`.to(rank)`, `.to(self.gpu_id)`: an integer that named a CUDA device."""
-        case = self.compiled.device_index_case
-        node = argument.value
         name = patterns.dotted_name(node)
-        if case is None or name is None or id(node) in self.claimed:
-            return
-        if self.positions.is_index_name(name.rsplit(".", 1)[-1]):
-            # (planned from the call, before the walk reaches the argument: the path to it)
-            path = [*(id(n) for n in self.path), id(call), id(argument)]
-            self._plan(node, case, patterns.Bindings(covered=list(patterns.walk(node))), path=path)
+        if name is not None and self.positions.is_index_name(name.rsplit(".", 1)[-1]):
+            self._mark(node, "device_index")
 
     def _note_move(self, receiver: cst.CSTNode) -> None:
         name = patterns.dotted_name(receiver)
@@ -349,256 +364,123 @@ class Analysis:
     # --- matching ----------------------------------------------------------------------------
 
     def _match(self, node: cst.CSTNode, kind: type) -> None:
-        if kind is cst.Call and id(node) in self.host_nodes and self._cuda_device_call(node):
-            self._plan(node, self.compiled.host_case, patterns.Bindings(covered=[node]))
-            self._claim_subtree(node)  # its 'cuda' is gone with it
-            return
-        key = patterns.index_key(node)
-        if key is not None:
-            candidates = self.compiled.index.get((kind, key))
-            if candidates is None and (kind is cst.Call or kind is cst.Name):
-                candidates = self._aliased_candidates(node, key)
-            if kind is cst.Assign:
-                value_key = patterns.index_key(node.value)
-                by_value = self.compiled.index.get((kind, f"={value_key}")) if value_key else None
-                if by_value:
-                    candidates = [*(candidates or ()), *by_value]
-            flags: list[tuple[Case, patterns.Bindings]] = []
-            chosen: tuple[Case, patterns.Bindings] | None = None
-            for case, pattern in candidates or ():
-                if chosen is not None and case.changes_code:
-                    continue  # one rewrite per node; flags of other rules may join it
-                if any(case.rule is c.rule for c, _ in [*flags, *([chosen] if chosen else [])]):
-                    continue  # within a rule, the first case that matches decides
-                bindings = patterns.Bindings()
-                if patterns.match(pattern, node, self.resolver, bindings) and self._where(
-                    case, bindings
-                ):
-                    if case.changes_code:
-                        chosen = (case, bindings)
-                    else:
-                        flags.append((case, bindings))
-            if chosen is None and flags:
-                chosen = flags.pop(0)
-            if chosen is not None:
-                self._plan(node, *chosen)
-                plan = self.plans.get(id(node))
-                if plan is not None:  # (a setup plan has none)
-                    plan.flags = [_finding(c, node) for c, _ in flags]
+        """Offer the node to the match kinds for its type and marks, in order, until one
+        claims it."""
+        for match_kind, cases in self.index.offers(kind, self.marks.get(id(node))):
+            if match_kind.match(self, node, cases):
                 return
-        if id(node) in self.device_nodes and self.compiled.device_case is not None:
-            if devices.cuda_device_kind(node) is not None:
-                self._plan(node, self.compiled.device_case, patterns.Bindings(covered=[node]))
-                return
-        if id(node) in self.host_nodes and self.compiled.host_case is not None:
-            # A device variable as the load location holds the XLA device after migration, and
-            # XLA storage cannot be restored directly: it loads onto the CPU like a literal.
-            if devices.cuda_device_kind(node) is not None or self.positions.is_device_valued(node):
-                self._plan(node, self.compiled.host_case, patterns.Bindings(covered=[node]))
-                return
-        if kind is cst.Comparison and self._match_device_comparison(node):
-            return
-        if kind is cst.Attribute and self.compiled.module_cases:
-            if self._match_module_ref(node):
-                return
-        if (kind is cst.Attribute or kind is cst.Name) and self.compiled.namespace_cases:
-            self._match_namespace(node)
-        elif kind is cst.Assign and self.compiled.env_cases:
-            self._match_env(node)
 
-    def _cuda_device_call(self, node: cst.Call) -> bool:
-        """`torch.device('cuda')` as a load location: the CPU there, not the XLA device."""
-        if self.compiled.host_case is None or not node.args:
-            return False
-        if "torch.device" not in self.resolver.qualified_names(node.func):
-            return False
-        return devices.cuda_device_kind(node.args[0].value) is not None
-
-    def _aliased_candidates(self, node: cst.CSTNode, key: str) -> list[tuple[Case, cst.CSTNode]]:
+    def aliased_candidates(self, node: cst.CSTNode, key: str) -> list[tuple[RuleCase, cst.CSTNode]]:
         """`from torch.cuda import synchronize as sync; sync()`: dispatch on the imported name."""
         func = node.func if isinstance(node, cst.Call) else node
         if type(func) is not cst.Name:
             return []
         original = self.imports.imported_as.get(key)
         if original is None:  # `Tensor = torch.cuda.FloatTensor ...; Tensor(2, 3)`
-            alias = getattr(self.resolver, "value_aliases", {}).get(key)
+            alias = self.resolver.value_alias(key)
             original = alias.rsplit(".", 1)[-1] if alias else None
-        return self.compiled.index.get((type(node), original), []) if original else []
+        return self.index.patterns.get((type(node), original), []) if original else []
 
-    def _where(self, case: Case, bindings: patterns.Bindings) -> bool:
-        if case.context is not None and not self._in_context(case.context):
+    def satisfies(self, case: RuleCase, bindings: patterns.Bindings) -> bool:
+        """The case's context holds here, and each `where:` condition holds for its binding."""
+        if case.context is not None and not case.context.holds(self):
             return False
-        for name, constraint in case.where.items():
-            if name in bindings.rests:
-                if not _rest_satisfies(bindings.rests[name], constraint):
-                    return False
-                continue
-            node = bindings.nodes.get(name)
-            if node is None or not _satisfies(node, constraint):
+        for name, (condition, parameter) in case.where.items():
+            bound = bindings.rests.get(name) if condition.on_arguments else bindings.nodes.get(name)
+            if bound is None or not condition.check(bound, parameter):
                 return False
         return True
 
-    def _in_context(self, context: str) -> bool:
-        if context in ("rank_guarded", "not_rank_guarded"):
-            return any(self.rank_guards) == (context == "rank_guarded")
-        if context == "in_step":
-            return "S" in self.contexts
-        if context == "step_unthrottled":
-            # in a step, and no throttling `if` between the innermost loop and here
-            return "S" in self.contexts and "T" not in self.contexts[_last(self.contexts, "S") :]
-        if context == "pre_launch":
-            return self.launches and not self.scope
-        return False
-
-    def _plan(
+    def plan(
         self,
         node: cst.CSTNode,
-        case: Case,
+        case: RuleCase,
         bindings: patterns.Bindings,
         loop: LoopPlan | None = None,
         path: list[int] | None = None,
+        flags: list[RuleCase] = (),
     ) -> None:
-        finding = _finding(case, node)
-        if isinstance(case.action, dict) and "setup" in case.action:
+        """Record what the rewrite pass does at `node`, and claim what it covers."""
+        finding = self._finding(case, node)
+        if any(action.at_module_top for action, _ in case.actions):
             # a statement for the top of the module: nothing changes at the site itself
             self._plan_setup(finding, case)
             return
-        self.plans[id(node)] = Plan(case, bindings, finding, loop)
+        self.plans[id(node)] = SitePlan(
+            case, bindings, finding, loop, [self._finding(c, node) for c in flags]
+        )
         if self.first_site is None and not isinstance(node, (cst.Import, cst.ImportFrom)):
             self.first_site = self.top_index
         self.on_path.update(path if path is not None else (id(n) for n in self.path))
         self.on_path.add(id(node))
         self.claimed.update(id(n) for n in bindings.covered)
         self.claimed.add(id(node))
-        if isinstance(case.action, dict) and isinstance(node, cst.Call):
-            # Keyword arguments the action drops or sets are replaced whole.
-            edited = set(case.action.get("drop_kwargs", ())) | set(
-                case.action.get("set_kwargs", {})
-            )
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value in edited:
-                    self._claim_subtree(arg)
+        for action, value in case.actions:
+            if action.claims is not None:
+                for claimed in action.claims(node, value):
+                    self.claim_subtree(claimed)  # replaced whole: nothing inside is matched
         if case.template is not None:
             # What the replacement drops is gone: nothing inside it is rewritten or reported.
             used = case.template_wildcards
             for name, bound in bindings.nodes.items():
                 if name not in used:
-                    self._claim_subtree(bound)
+                    self.claim_subtree(bound)
             for name, args in bindings.rests.items():
                 if name not in used:
                     for arg in args:
-                        self._claim_subtree(arg)
+                        self.claim_subtree(arg)
 
-    def _plan_setup(self, finding: Finding, case: Case) -> None:
+    def _finding(self, case: RuleCase, node: cst.CSTNode) -> Finding:
+        return Finding(
+            rule=case.rule,
+            case=case,
+            kind=self._finding_kind(case, node),
+            snippet=short_code(node),
+            node=node,
+        )
+
+    def _finding_kind(self, case: RuleCase, node: cst.CSTNode) -> str:
+        """The one place a finding's kind is decided."""
+        decided = case.kind.finding_kind(case, node) if case.kind.finding_kind else None
+        if decided is not None:
+            return decided
+        if case.applicability == "display_only":
+            return FLAGGED
+        used_as_value = id(node) not in self.statement_values and not isinstance(
+            node, cst.BaseSmallStatement
+        )
+        if used_as_value and any(action.statement_only for action, _ in case.actions):
+            return FLAGGED  # (`x = torch.cuda.synchronize()`): it cannot simply be removed
+        return NOTED if case.applicability == "safe+note" else CONVERTED
+
+    def _plan_setup(self, finding: Finding, case: RuleCase) -> None:
         assert self.module is not None
-        code = case.action["setup"]
+        code = case.action("setup")
         if any(case is c for _, c in self.setups) or _has_statement(self.module, code):
             return
         self.setups.append((finding, case))
         self.on_path.add(id(self.module))
 
     def _decide_after_walk(self) -> None:
-        """Plans that depend on the whole file: device-string variables, optimizer order."""
+        """Plans that depend on the whole file: device-string variables (`device = 'cuda'`
+        used as a device or as a load location), then the analyses that look at the whole file."""
         for where, node, path in self.device_variables.decisions():
-            case = self.compiled.device_case if where == "device" else self.compiled.host_case
-            if case is not None and id(node) not in self.claimed:
-                self._plan(node, case, patterns.Bindings(covered=[node]), path=path)
-        case = self.compiled.engine_cases.get("optimizer_order")
-        if case is not None:
-            for node in self.optimizer_order.hazards():
-                self._plan(node, case, patterns.Bindings())
-                break  # one statement fixes them all
+            cases = self.index.cases_of_mark(where)
+            if cases and id(node) not in self.claimed:
+                self.plan(node, cases[0], patterns.Bindings(covered=[node]), path=path)
+        for analysis, case in self.index.after_walk:
+            analysis.after_walk(self, case)
 
-    def _claim_subtree(self, node: cst.CSTNode) -> None:
+    def claim(self, nodes: list[cst.CSTNode]) -> None:
+        """Nothing in `nodes` is matched again."""
+        self.claimed.update(id(n) for n in nodes)
+
+    def claim_subtree(self, node: cst.CSTNode) -> None:
         self.claimed.update(id(n) for n in patterns.walk(node))
 
-    def _match_device_comparison(self, node: cst.Comparison) -> bool:
-        """`device.type == 'cuda'`, `'cuda' in device`: False on XLA, and often the guard of a
-        CUDA-only feature (fused optimizers, pinned memory), so they are flagged, not flipped."""
-        case = self.compiled.device_comparison_case
-        if case is None:
-            return False
-        operands = [node.left] + [c.comparator for c in node.comparisons]
-        if not any(self.positions.is_device_valued(o, compared=True) for o in operands):
-            return False
-        if not any(devices.cuda_device_kind(o) is not None for o in operands):
-            return False
-        self._plan(node, case, patterns.Bindings(covered=operands))
-        return True
-
-    def _match_namespace(self, node: cst.Attribute | cst.Name) -> None:
-        text = patterns.dotted_name(node)
-        if text is None:
-            return
-        words = text.split(".")
-        if (
-            not (set(words) & self.compiled.namespace_words)
-            and words[0] not in self.namespace_aliases
-        ):
-            return
-        for name in self.resolver.qualified_names(node):
-            for root, case in self.compiled.namespace_roots.items():
-                if name == root or name.startswith(root + "."):
-                    self._plan(node, case, patterns.Bindings())
-                    self.claimed.update(id(n) for n in _chain(node))
-                    return
-
-    def _match_module_ref(self, node: cst.Attribute) -> bool:
-        """`torch_xla.experimental.xla_sharding.Mesh` spelled out in full after a plain import."""
-        text = patterns.dotted_name(node)
-        if text is None:
-            return False
-        for case in self.compiled.module_cases:
-            old = case.names[0]
-            if text == old or text.startswith(old + "."):
-                names = self.resolver.qualified_names(node)
-                if any(q == old or q.startswith(old + ".") for q in names):
-                    self._plan(node, case, patterns.Bindings())
-                    self.claimed.update(id(n) for n in _chain(node))
-                    return True
-        return False
-
-    def _match_env(self, node: cst.Assign) -> None:
-        """`os.environ['XLA_USE_BF16'] = '1'`: environment switches the KB knows."""
-        target = node.targets[0].target
-        if (
-            len(node.targets) != 1
-            or not isinstance(target, cst.Subscript)
-            or len(target.slice) != 1
-        ):
-            return
-        index = target.slice[0].slice
-        if not isinstance(index, cst.Index) or not isinstance(index.value, cst.SimpleString):
-            return
-        key = index.value.evaluated_value
-        if "os.environ" not in self.resolver.qualified_names(target.value):
-            return
-        value = node.value.evaluated_value if isinstance(node.value, cst.SimpleString) else None
-        for case in self.compiled.env_cases:
-            if any(_env_name_matches(key, n) for n in case.names):
-                if case.values and value not in case.values:
-                    continue
-                self._plan(node, case, patterns.Bindings())
-                return
-
-    def _match_import(self, node: cst.Import | cst.ImportFrom) -> None:
-        modules: list[str] = []
-        if isinstance(node, cst.Import):
-            modules = [patterns.dotted_name(a.name) or "" for a in node.names]
-        elif node.module is not None and not node.relative:
-            base = patterns.dotted_name(node.module) or ""
-            modules = [base]
-            if not isinstance(node.names, cst.ImportStar):
-                modules += [f"{base}.{patterns.dotted_name(a.name)}" for a in node.names]
-        for case in self.compiled.module_cases:
-            old = case.names[0]
-            if any(m == old or m.startswith(old + ".") for m in modules):
-                self._plan(node, case, patterns.Bindings())
-                return
-        for case in self.compiled.import_cases:
-            if any(m == n or m.startswith(n + ".") for m in modules for n in case.names):
-                self._plan(node, case, patterns.Bindings())
-                return
+    @property
+    def namespace_roots(self) -> tuple[str, ...]:
+        return tuple(n for case in self.index.cases.get("namespace", ()) for n in case.names)
 
 
 def _children(node: cst.CSTNode):
@@ -637,74 +519,3 @@ def _target_names(target: cst.CSTNode) -> list[str]:
     if isinstance(target, cst.StarredElement):
         return _target_names(target.value)
     return []
-
-
-def _finding(case: Case, node: cst.CSTNode) -> Finding:
-    return Finding(
-        rule=case.rule, case=case, kind=_kind(case, node), snippet=short_code(node), node=node
-    )
-
-
-def _kind(case: Case, node: cst.CSTNode) -> str:
-    if case.kind == "namespace":
-        return UNKNOWN
-    if case.applicability == "display_only":
-        return FLAGGED
-    if case.kind == "device_string" and devices.cuda_device_kind(node) == "dynamic":
-        return NOTED
-    return NOTED if case.applicability == "safe+note" else CONVERTED
-
-
-def _chain(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out = [node]
-    while isinstance(node, cst.Attribute):
-        node = node.value
-        out.append(node)
-    return out
-
-
-def _env_name_matches(key: Any, name: str) -> bool:
-    if not isinstance(key, str):
-        return False
-    return key.startswith(name[:-1]) if name.endswith("*") else key == name
-
-
-def _satisfies(node: cst.CSTNode, constraint: Any) -> bool:
-    if isinstance(constraint, dict):
-        return patterns.is_literal(node) and patterns.literal_value(node) in constraint["one_of"]
-    kind = devices.cuda_device_kind(node)
-    if constraint == "cuda_device":
-        return kind is not None
-    if constraint == "cuda_device_const":
-        return kind == "const"
-    if constraint == "cuda_device_dynamic":
-        return kind == "dynamic"
-    if constraint in ("true", "false"):
-        return patterns.literal_value(node) is (constraint == "true")
-    if constraint == "string":
-        return isinstance(patterns.literal_value(node), str)
-    if constraint == "literal":
-        return patterns.is_literal(node)
-    if constraint == "not_host":  # not already `x.cpu()` / `x.to('cpu')`
-        return not _on_host(node)
-    return constraint == "any"
-
-
-def _on_host(node: cst.CSTNode) -> bool:
-    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
-        return False
-    method = node.func.attr.value
-    if method == "cpu":
-        return True
-    return method == "to" and any(patterns.literal_value(a.value) == "cpu" for a in node.args)
-
-
-def _rest_satisfies(args: list[cst.Arg], constraint: Any) -> bool:
-    if isinstance(constraint, dict) and "without_keywords" in constraint:
-        return not any(
-            a.keyword is not None and a.keyword.value in constraint["without_keywords"]
-            for a in args
-        )
-    if isinstance(constraint, dict) and "max_positional" in constraint:
-        return sum(1 for a in args if a.keyword is None) <= constraint["max_positional"]
-    return constraint == "any"

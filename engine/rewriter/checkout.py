@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,20 +21,11 @@ import libcst as cst
 from packaging.version import Version
 
 from pytpu.engine.rewriter import kb as kb_module
+from pytpu.engine.rewriter.findings import KINDS, Finding, WrittenComment
 from pytpu.engine.rewriter.formatting import black_mode_for, format_changed
+from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.sources import SourceError, discover, read_source, write_atomically
-from pytpu.engine.rewriter.transform import (
-    CONVERTED,
-    FLAGGED,
-    NOTED,
-    UNKNOWN,
-    CompiledKB,
-    Finding,
-    preferred_quote,
-    transform_module,
-)
-
-KINDS = (CONVERTED, NOTED, FLAGGED, UNKNOWN)
+from pytpu.engine.rewriter.transform import preferred_quote, transform_module
 
 
 @dataclass
@@ -44,6 +36,7 @@ class FileResult:
     error: str | None = None
     before: str | None = field(default=None, repr=False)
     after: str | None = field(default=None, repr=False)
+    comments: list[WrittenComment] = field(default_factory=list)  # written into `after`
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(KINDS, 0)
@@ -112,10 +105,10 @@ class RunResult:
 
 
 @cache
-def compiled_kb(target: str = kb_module.DEFAULT_TARGET, version: str | None = None) -> CompiledKB:
+def rule_index(target: str = kb_module.DEFAULT_TARGET, version: str | None = None) -> RuleIndex:
     knowledge = kb_module.default()
     rules = knowledge.select(target, Version(version) if version else None)
-    return CompiledKB(knowledge, rules)
+    return RuleIndex(knowledge, rules)
 
 
 def parse_target(text: str) -> tuple[str, str | None]:
@@ -134,27 +127,60 @@ class OutputDoesNotParse(Exception):
     pass
 
 
-def migrate_text(
-    text: str,
-    compiled: CompiledKB,
-    path: str = "<string>",
-    black_mode: Any = None,
-) -> tuple[str, list[Finding]]:
-    """New source for `text` and what was found. Raises libcst.ParserSyntaxError on bad input
-    and OutputDoesNotParse if a rule produced code that does not parse."""
-    if not compiled.may_match(text):
-        return text, []
+@dataclass
+class MigratedSource:
+    text: str
+    findings: list[Finding]
+    comments: list[WrittenComment]  # the comments written for reviewers, at their lines in text
+
+
+def migrate_source(
+    text: str, index: RuleIndex, path: str = "<string>", black_mode: Any = None
+) -> MigratedSource:
+    """New source for `text`, what was found and the comments written. Raises
+    libcst.ParserSyntaxError on bad input and OutputDoesNotParse if a rule produced code that
+    does not parse."""
+    if not index.may_match(text):
+        return MigratedSource(text, [], [])
     module = cst.parse_module(text)
-    result = transform_module(module, compiled, preferred_quote(text), text)
-    new = result.module.code if result.module is not module else text
+    result = transform_module(module, index, preferred_quote(text), text)
+    new = result.code
     if new == text:
-        return text, result.findings
+        return MigratedSource(text, result.findings, [])
     new = _keep_final_newline(text, new)
     _check_parses(new, text, result.findings, path)
+    comments = result.comments
     if black_mode is not None:
-        new = format_changed(text, new, black_mode)
-        _check_parses(new, text, result.findings, path)
-    return new, result.findings
+        formatted = format_changed(text, new, black_mode)
+        _check_parses(formatted, text, result.findings, path)
+        comments = _follow_lines(new, formatted, comments)
+        new = formatted
+    return MigratedSource(new, result.findings, comments)
+
+
+def migrate_text(
+    text: str, index: RuleIndex, path: str = "<string>", black_mode: Any = None
+) -> tuple[str, list[Finding]]:
+    """`migrate_source` without the comments' record: the new text and the findings."""
+    migrated = migrate_source(text, index, path, black_mode)
+    return migrated.text, migrated.findings
+
+
+def _follow_lines(before: str, after: str, comments: list[WrittenComment]) -> list[WrittenComment]:
+    """The comments at their lines once black reformatted the lines around them (a comment
+    line itself is never changed; it moves with the lines before it)."""
+    if before == after:
+        return comments
+    old, new = before.splitlines(), after.splitlines()
+    blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+    moved = []
+    for comment in comments:
+        index = comment.line - 1
+        line = next(
+            (b + index - a + 1 for a, b, size in blocks if a <= index < a + size), comment.line
+        )
+        moved.append(dataclasses.replace(comment, line=line))
+    return moved
 
 
 def _keep_final_newline(old: str, new: str) -> str:
@@ -214,7 +240,7 @@ def _parse_error(exc: cst.ParserSyntaxError, text: str) -> str:
 
 
 def rewrite_file(
-    path: Path, root: Path, compiled: CompiledKB, write: bool
+    path: Path, root: Path, compiled: RuleIndex, write: bool
 ) -> tuple[FileResult, bool]:
     """Migrate one file. Returns its result and whether it was parsed (for the benchmark)."""
     rel = path.relative_to(root).as_posix() if root in path.parents else path.name
@@ -227,7 +253,7 @@ def rewrite_file(
     parsed = compiled.may_match(source.text)
     mode = black_mode_for(path.parent.resolve(), root.resolve()) if parsed else None
     try:
-        new, findings = migrate_text(source.text, compiled, rel, black_mode=mode)
+        migrated = migrate_source(source.text, compiled, rel, black_mode=mode)
     except cst.ParserSyntaxError as exc:
         result.status, result.error = "error", f"{rel}: {_parse_error(exc, source.text)}"
         return result, parsed
@@ -244,11 +270,12 @@ def rewrite_file(
             "the file was left unchanged. Please report this with the file."
         )
         return result, parsed
-    result.findings = findings
-    if new != source.text:
-        result.status, result.before, result.after = "changed", source.text, new
+    result.findings = migrated.findings
+    if migrated.text != source.text:
+        result.status, result.before, result.after = "changed", source.text, migrated.text
+        result.comments = migrated.comments
         if write:
-            write_atomically(path, new, source.encoding)
+            write_atomically(path, migrated.text, source.encoding)
     return result, parsed
 
 
@@ -262,7 +289,7 @@ def run(
     """Rewrite (or, without `write`, only plan) every Python file under `root`; `select` (given
     the path relative to `root`) leaves out what the configuration excludes."""
     name, version = parse_target(target)
-    compiled = compiled_kb(name, version)
+    compiled = rule_index(name, version)
     root = root.absolute()
     files, problems = discover(root)
     base = root if root.is_dir() else root.parent

@@ -8,7 +8,7 @@ from typing import Any
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from pytpu.engine.rewriter.kb import Case, Rule
+from pytpu.engine.rewriter.kb import Rule, RuleCase
 
 # Finding kinds, as the analyze table counts them (HIPIFY's converted / unconverted).
 CONVERTED, NOTED, FLAGGED, UNKNOWN = "converted", "converted with a note", "flagged", "unknown"
@@ -18,7 +18,7 @@ KINDS = (CONVERTED, NOTED, FLAGGED, UNKNOWN)
 @dataclass
 class Finding:
     rule: Rule
-    case: Case
+    case: RuleCase
     kind: str
     snippet: str
     line: int = 0
@@ -40,6 +40,16 @@ class Finding:
             "snippet": self.snippet,
             "message": self.rule.diagnostic.message,
         }
+
+
+@dataclass(frozen=True)
+class WrittenComment:
+    """A comment the rewriter wrote for a reviewer, and its line in the new source."""
+
+    line: int
+    code: str  # the finding's PYTPUnnn
+    text: str
+    needs_review: bool  # a `# PYTPUnnn:` comment (a note reads `# PYTPUnnn note:`)
 
 
 def comment_text(finding: Finding) -> str | None:
@@ -91,6 +101,42 @@ class _LineTracker(CodegenState):
             self.found[id(node)] = (self.line, self.column + 1)
             if len(self.found) == len(self.wanted):
                 raise _Located
+
+
+class _CommentTracker(_LineTracker):
+    """Code generation that keeps the text and notes the lines of the wanted comment lines."""
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        super().add_token(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if id(node) in self.wanted:
+            self.found[id(node)] = (self.line, self.column + 1)
+
+
+def code_with_comment_lines(
+    module: cst.Module, comments: dict[int, tuple[cst.EmptyLine, Finding]]
+) -> tuple[str, list[WrittenComment]]:
+    """The module's source, and the line each comment the rewriter wrote (an EmptyLine node,
+    by its id) ended up on."""
+    if not comments:
+        return module.code, []
+    tracker = _CommentTracker(module, {key: line for key, (line, _) in comments.items()})
+    module._codegen(tracker)
+    written = []
+    for key, (line, finding) in comments.items():
+        if key in tracker.found and line.comment is not None:
+            text = line.comment.value
+            written.append(
+                WrittenComment(
+                    line=tracker.found[key][0],
+                    code=finding.code,
+                    text=text,
+                    needs_review=not text.startswith(f"# {finding.code} note:"),
+                )
+            )
+    return "".join(tracker.tokens), sorted(written, key=lambda c: c.line)
 
 
 def _anchor(node: cst.CSTNode) -> cst.CSTNode:

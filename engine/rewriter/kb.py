@@ -19,6 +19,19 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import (
+    ACTIONS,
+    ANALYSES,
+    CONDITIONS,
+    CONTEXTS,
+    MATCH_KINDS,
+    Action,
+    BuiltinAnalysis,
+    Condition,
+    Context,
+    MatchKind,
+)
+from pytpu.engine.rewriter.vocabulary.matches.patterns import PATTERN
 
 DEFAULT_TARGET = "torch_xla"
 TARGET_VERSIONS = {"torch_xla": Version("2.9")}
@@ -53,25 +66,30 @@ class Example:
 
 
 @dataclass(eq=False)
-class Case:
-    """One way a rule matches, with what it does there."""
+class RuleCase:
+    """One way a rule matches, with what it does there (the vocabulary's entries it uses)."""
 
     rule: Rule
-    kind: str  # pattern | device_string | namespace | import | module | env
+    kind: MatchKind
     applicability: str
     patterns: list[cst.CSTNode] = field(default_factory=list)
-    where: dict[str, Any] = field(default_factory=dict)
+    where: dict[str, tuple[Condition, Any]] = field(default_factory=dict)
     template: cst.CSTNode | None = None
-    action: str | dict[str, Any] | None = None
+    actions: tuple[tuple[Action, Any], ...] = ()  # in the order they apply
     note: str | None = None
-    context: str | None = None  # rank_guarded | not_rank_guarded
+    context: Context | None = None
     template_wildcards: frozenset[str] = frozenset()  # the wildcards `replace` uses
-    names: tuple[str, ...] = ()  # namespace / import / module / env names
+    names: tuple[str, ...] = ()  # the names a match kind lists (namespace, import, env ...)
     values: tuple[str, ...] = ()  # env: the values that trigger it (empty: any)
+    analysis: BuiltinAnalysis | None = None  # `match: {engine: name}`
 
     @property
     def changes_code(self) -> bool:
         return self.applicability != "display_only"
+
+    def action(self, name: str) -> Any:
+        """The value of the named action (None when the case has no such action)."""
+        return next((value for action, value in self.actions if action.name == name), None)
 
 
 @dataclass(eq=False)
@@ -87,7 +105,7 @@ class Rule:
     imports: list[str]
     path: str
     raw: dict[str, Any]
-    cases: list[Case] = field(default_factory=list)
+    cases: list[RuleCase] = field(default_factory=list)
 
     def valid_for(self, target: str, version: Version) -> bool:
         return target == DEFAULT_TARGET and version in self.versions
@@ -173,45 +191,76 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _compile_case(rule: Rule, spec: dict[str, Any]) -> Case:
+def _compile_case(rule: Rule, spec: dict[str, Any]) -> RuleCase:
     applicability = spec.get("applicability", rule.applicability)
-    case = Case(
+    case = RuleCase(
         rule=rule,
-        kind="pattern",
+        kind=MATCH_KINDS[PATTERN],
         applicability=applicability,
-        note=spec.get("note"),
-        context=spec.get("context"),
+        note=spec.get("note") or rule.raw.get("note"),
+        context=CONTEXTS[spec["context"]] if "context" in spec else None,
     )
-    match = spec["match"]
-    if isinstance(match, dict):
-        case.kind = next(iter(k for k in match if k != "value"))
-        case.names = tuple(_as_list(match[case.kind]))
-        case.values = tuple(match.get("value", ()))
-    else:
-        try:
-            case.patterns = [patterns.parse_code(p) for p in _as_list(match)]
-        except patterns.PatternError as exc:
-            raise KBError(rule.path, rule.id, f"match: {exc}") from None
-    case.where = dict(spec.get("where", {}))
+    _compile_match(rule, case, spec["match"])
+    case.where = {
+        name: _condition(rule, name, constraint)
+        for name, constraint in spec.get("where", {}).items()
+    }
     if "replace" in spec:
         try:
             case.template = patterns.parse_code(spec["replace"])
         except patterns.PatternError as exc:
             raise KBError(rule.path, rule.id, f"replace: {exc}") from None
         case.template_wildcards = frozenset(_wildcards(case.template))
-    case.action = spec.get("action")
-    case.note = case.note or rule.raw.get("note")
-    if case.kind == "engine":
-        return case  # the engine decides what it does; a template or action is its data
+    case.actions = _actions(spec.get("action"))
+    if case.analysis is not None:
+        return case  # the analysis decides what it does; a template or action is its data
     if applicability == "display_only":
-        if case.template is not None or case.action is not None:
+        if case.template is not None or case.actions:
             raise KBError(rule.path, rule.id, "a display_only case has no 'replace' or 'action'")
-    elif case.template is None and case.action is None:
+    elif case.template is None and not case.actions:
         raise KBError(rule.path, rule.id, f"a {applicability} case needs 'replace' or 'action'")
     if applicability == "safe+note" and not case.note:
         raise KBError(rule.path, rule.id, "a safe+note case needs a 'note'")
     _check_wildcards(rule, case)
     return case
+
+
+def _compile_match(rule: Rule, case: RuleCase, match: Any) -> None:
+    if not isinstance(match, dict):
+        try:
+            case.patterns = [patterns.parse_code(p) for p in _as_list(match)]
+        except patterns.PatternError as exc:
+            raise KBError(rule.path, rule.id, f"match: {exc}") from None
+        return
+    # the kind is the key its schema requires; the others are its options (`value`)
+    name = next(k for k in match if MATCH_KINDS.get(k) is not None)
+    case.kind = MATCH_KINDS[name]
+    case.names = tuple(_as_list(match[name]))
+    case.values = case.kind.values_of(match)
+    if name == "engine":
+        case.analysis = ANALYSES[match[name]]
+
+
+def _condition(rule: Rule, name: str, constraint: Any) -> tuple[Condition, Any]:
+    if isinstance(constraint, dict):
+        ((key, parameter),) = constraint.items()
+    else:
+        key, parameter = constraint, None
+    condition = CONDITIONS.get(key)
+    if condition is None:  # (the schema lists the names; a KB loaded without it may not)
+        raise KBError(rule.path, rule.id, f"where: unknown condition {key!r}")
+    return condition, parameter
+
+
+def _actions(action: Any) -> tuple[tuple[Action, Any], ...]:
+    if action is None:
+        return ()
+    items = (
+        [(ACTIONS[action], None)]
+        if isinstance(action, str)
+        else [(ACTIONS[key], value) for key, value in action.items()]
+    )
+    return tuple(sorted(items, key=lambda item: item[0].order))
 
 
 def _wildcards(node: cst.CSTNode) -> set[str]:
@@ -229,8 +278,8 @@ def _wildcards(node: cst.CSTNode) -> set[str]:
     return found
 
 
-def _check_wildcards(rule: Rule, case: Case) -> None:
-    if case.kind != "pattern":
+def _check_wildcards(rule: Rule, case: RuleCase) -> None:
+    if case.kind.name != PATTERN:
         return
     bound = [_wildcards(p) for p in case.patterns]
     common = set.intersection(*bound) if bound else set()

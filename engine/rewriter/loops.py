@@ -94,7 +94,7 @@ def _last_name(node: cst.CSTNode) -> str | None:
 
 
 class LoopAnalyzer:
-    def __init__(self, settings: LoopSettings, module: cst.Module, resolver: patterns.Resolver):
+    def __init__(self, settings: LoopSettings, module: cst.Module, resolver: patterns.NameLookup):
         self.settings = settings
         self.resolver = resolver
         self.functions = _function_index(module)

@@ -243,3 +243,15 @@ def is_import_line(statement: cst.CSTNode) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and any(
         isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
     )
+
+
+def replace_node(tree: cst.CSTNode, target: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+    """`tree` with the node `target` (found by identity) replaced by `new`."""
+    if tree is target:
+        return new
+
+    class Replace(cst.CSTTransformer):
+        def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+            return new if original is target else updated
+
+    return tree.visit(Replace())

@@ -19,7 +19,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import libcst as cst
 
@@ -274,18 +274,16 @@ class Bindings:
     covered: list[cst.CSTNode] = field(default_factory=list)
 
 
-class Resolver:
+class NameLookup(Protocol):
     """What matching needs to know about a file: qualified names and module references."""
 
-    def qualified_names(self, node: cst.CSTNode) -> set[str]:  # pragma: no cover - interface
-        raise NotImplementedError
+    def qualified_names(self, node: cst.CSTNode) -> set[str]: ...
 
-    def is_module(self, node: cst.CSTNode) -> bool:  # pragma: no cover - interface
-        raise NotImplementedError
+    def is_module(self, node: cst.CSTNode) -> bool: ...
 
 
 def match(
-    pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
+    pattern: cst.CSTNode, target: cst.CSTNode, resolver: NameLookup, bindings: Bindings
 ) -> bool:
     """Structural match of `pattern` against `target`, resolving dotted names by qualified name."""
     name = wildcard_name(pattern)
@@ -326,7 +324,7 @@ def match(
 
 
 def _match_qualified(
-    pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
+    pattern: cst.CSTNode, target: cst.CSTNode, resolver: NameLookup, bindings: Bindings
 ) -> bool:
     if not isinstance(target, (cst.Name, cst.Attribute)):
         return False
@@ -348,7 +346,7 @@ def _match_qualified(
 
 
 def _match_call(
-    pattern: cst.Call, target: cst.Call, resolver: Resolver, bindings: Bindings
+    pattern: cst.Call, target: cst.Call, resolver: NameLookup, bindings: Bindings
 ) -> bool:
     if not match(pattern.func, target.func, resolver, bindings):
         return False
@@ -384,7 +382,7 @@ def _match_call(
 
 def _match_fields(*fields: str):
     def matcher(
-        pattern: cst.CSTNode, target: cst.CSTNode, resolver: Resolver, bindings: Bindings
+        pattern: cst.CSTNode, target: cst.CSTNode, resolver: NameLookup, bindings: Bindings
     ) -> bool:
         for name in fields:
             p_value, t_value = getattr(pattern, name), getattr(target, name)
@@ -413,7 +411,7 @@ def _is_operator(node: object) -> bool:
 
 
 def _match_with(
-    pattern: cst.With, target: cst.With, resolver: Resolver, bindings: Bindings
+    pattern: cst.With, target: cst.With, resolver: NameLookup, bindings: Bindings
 ) -> bool:
     if len(pattern.items) != len(target.items):
         return False

@@ -9,7 +9,7 @@ file with the scope analysis when one of them turns out to be bound in another w
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import Any, Protocol
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedNameSource, ScopeProvider
@@ -21,7 +21,21 @@ MODULE_ROOTS = ("torch", "torch_xla")
 Scope = tuple[int, ...]
 
 
-class ImportTableResolver(patterns.Resolver):
+class Resolver(patterns.NameLookup, Protocol):
+    """What the analysis tells a resolver as it walks a file, and asks it."""
+
+    scope: Scope  # the enclosing functions and classes of the node being looked at
+
+    def record_import(self, local: str, path: str) -> None: ...
+
+    def record_binding(self, name: str, scope: Scope) -> None: ...
+
+    def record_value_alias(self, name: str, qualified: str) -> None: ...
+
+    def value_alias(self, name: str) -> str | None: ...
+
+
+class ImportTableResolver:
     """Answers from the file's imports; `consistent()` says afterwards whether that was exact."""
 
     def __init__(self, pattern_roots: frozenset[str]) -> None:
@@ -46,6 +60,9 @@ class ImportTableResolver(patterns.Resolver):
 
     def record_value_alias(self, name: str, qualified: str) -> None:
         self.value_aliases[name] = qualified
+
+    def value_alias(self, name: str) -> str | None:
+        return self.value_aliases.get(name)
 
     def consistent(self) -> bool:
         """True when every name an answer relied on has at most one import binding and no
@@ -92,12 +109,26 @@ class ImportTableResolver(patterns.Resolver):
         return bool(found and found[1] and found[1].split(".")[0] in MODULE_ROOTS)
 
 
-class ScopeResolver(patterns.Resolver):
-    """Qualified names from libcst's scope analysis (QualifiedNameProvider's own source)."""
+class ScopeResolver:
+    """Qualified names from libcst's scope analysis (QualifiedNameProvider's own source). It
+    needs nothing recorded: the scope analysis sees every binding itself."""
 
     def __init__(self, wrapper: MetadataWrapper):
         self.wrapper = wrapper
         self._scopes: Any = None
+        self.scope: Scope = ()
+
+    def record_import(self, local: str, path: str) -> None:
+        pass
+
+    def record_binding(self, name: str, scope: Scope) -> None:
+        pass
+
+    def record_value_alias(self, name: str, qualified: str) -> None:
+        pass
+
+    def value_alias(self, name: str) -> str | None:
+        return None
 
     @property
     def scopes(self) -> Any:

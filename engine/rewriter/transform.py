@@ -1,4 +1,4 @@
-"""Pass 2 of the engine: carry out the plans of pass 1 (`analysis.py`) in one libcst pass.
+"""Pass 2 of the rewriter: carry out the plans of pass 1 (`analysis.py`) in one libcst pass.
 
 The transformer only descends into nodes on the path to a planned site, so a file with a few
 changes costs a few short walks, not a rebuild of the whole tree. Comments for reviewers go
@@ -8,41 +8,70 @@ removed) with libcst's codemod helpers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from pytpu.engine.rewriter import devices, node_edits, patterns
-from pytpu.engine.rewriter.analysis import Analysis, Plan
-from pytpu.engine.rewriter.findings import (  # noqa: F401  (re-exported for callers of the engine)
-    CONVERTED,
+from pytpu.engine.rewriter import node_edits, patterns
+from pytpu.engine.rewriter.analysis import FileAnalysis, SitePlan
+from pytpu.engine.rewriter.findings import (
     FLAGGED,
-    KINDS,
     NOTED,
-    UNKNOWN,
     Finding,
+    WrittenComment,
+    code_with_comment_lines,
     comment_text,
     locate,
 )
 from pytpu.engine.rewriter.imports import ImportTracker
-from pytpu.engine.rewriter.index import CompiledKB
+from pytpu.engine.rewriter.index import RuleIndex
+from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.resolve import ImportTableResolver, ScopeResolver
 
 STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _DEFERRED = object()
 
 
+@dataclass
+class Edit:
+    """One planned site as the rewrite pass leaves it: what the vocabulary's hooks work on."""
+
+    rewriter: Rewriter
+    plan: SitePlan
+    original: cst.CSTNode
+    updated: cst.CSTNode
+
+    @property
+    def case(self) -> RuleCase:
+        return self.plan.case
+
+    @property
+    def imports(self) -> ImportTracker:
+        return self.rewriter.imports
+
+    def render(
+        self, template: cst.CSTNode, bindings: patterns.Bindings | None = None
+    ) -> cst.CSTNode:
+        return self.rewriter.render(template, bindings or patterns.Bindings())
+
+    def render_text(self, text: str, quote: str | None = None) -> cst.BaseExpression:
+        rendered = self.rewriter.render(patterns.parse_code(text), patterns.Bindings(), quote)
+        assert isinstance(rendered, cst.BaseExpression)
+        return rendered
+
+
 class Rewriter(cst.CSTTransformer):
-    def __init__(self, analysis: Analysis, imports: ImportTracker, quote: str):
+    def __init__(self, analysis: FileAnalysis, imports: ImportTracker, quote: str):
         super().__init__()
         self.analysis = analysis
         self.imports = imports
         self.quote = quote  # the quote character new string literals use
         self.findings: list[Finding] = []
         self.stack: list[cst.CSTNode] = []  # the path from the module to the current node
-        self.statements: list[list[str]] = []  # comments waiting for each open statement
+        # comments (with their findings) waiting for each open statement
+        self.statements: list[list[tuple[str, Finding]]] = []
         self.statement_nodes: list[cst.CSTNode] = []
         self.deleting: set[int] = set()
         self.produced_true: set[int] = set()
@@ -50,6 +79,8 @@ class Rewriter(cst.CSTTransformer):
         self.inserts: dict[int, list[tuple[Finding, list[cst.SimpleStatementLine]]]] = {}
         self.suite_inserts: dict[int, tuple[Finding, cst.BaseSmallStatement]] = {}
         self.noted: set[str] = set()  # codes whose note the file already got
+        # each comment line written (by the id of its node), with its finding
+        self.comments: dict[int, tuple[cst.EmptyLine, Finding]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) not in self.analysis.on_path:
@@ -59,13 +90,16 @@ class Rewriter(cst.CSTTransformer):
             self.statements.append([])
             self.statement_nodes.append(node)
         plan = self.analysis.plans.get(id(node))
-        if plan is not None and plan.loop is not None and plan.loop.after is not None:
-            # the barrier goes after a statement of the body, which is visited before the
-            # loop itself is left: ask for it now
-            barrier = self._render(plan.case.template, patterns.Bindings())
-            line = cst.SimpleStatementLine(body=[cst.Expr(value=barrier)])
-            self.inserts.setdefault(id(plan.loop.after), []).append((plan.finding, [line]))
+        analysis = plan.case.analysis if plan is not None else None
+        if analysis is not None and analysis.on_enter is not None:
+            analysis.on_enter(Edit(self, plan, node, node))
         return True
+
+    def add_statement_after(self, statement: cst.CSTNode, finding: Finding, case: RuleCase) -> None:
+        """The case's replacement as a statement after `statement` (a barrier), once."""
+        new = self.render(case.template, patterns.Bindings())
+        line = cst.SimpleStatementLine(body=[cst.Expr(value=new)])
+        self.inserts.setdefault(id(statement), []).append((finding, [line]))
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
         if id(original) not in self.analysis.on_path:
@@ -95,13 +129,19 @@ class Rewriter(cst.CSTTransformer):
             self.statement_nodes.pop()
             comments = self.statements.pop()
             if comments and isinstance(result, STATEMENTS):
-                result = node_edits.with_comments(result, comments)
+                result = self._with_comments(result, comments)
             elif comments and isinstance(result, cst.FlattenSentinel) and result.nodes:
                 result = cst.FlattenSentinel(
-                    [node_edits.with_comments(result.nodes[0], comments), *result.nodes[1:]]
+                    [self._with_comments(result.nodes[0], comments), *result.nodes[1:]]
                 )
-            if id(original) in self.inserts and isinstance(result, STATEMENTS):
-                self.inserts[id(result)] = self.inserts.pop(id(original))
+            if id(original) in self.inserts:
+                # what goes after the statement goes after what replaced it (a hoisted `if`'s
+                # body: after its last statement)
+                last = result
+                if isinstance(result, cst.FlattenSentinel):
+                    last = result.nodes[-1] if result.nodes else None
+                if isinstance(last, STATEMENTS):
+                    self.inserts[id(last)] = self.inserts.pop(id(original))
         if isinstance(original, cst.SimpleStatementLine) and isinstance(
             result, cst.SimpleStatementLine
         ):
@@ -121,8 +161,18 @@ class Rewriter(cst.CSTTransformer):
     def _record(self, finding: Finding) -> None:
         self.findings.append(finding)
         text = self._comment(finding)
-        if text and self.statements and text not in self.statements[-1]:
-            self.statements[-1].append(text)
+        if text and self.statements and text not in (t for t, _ in self.statements[-1]):
+            self.statements[-1].append((text, finding))
+
+    def _with_comments(self, statement: Any, comments: list[tuple[str, Finding]]) -> Any:
+        """The statement with the comments above it; each comment line written is recorded."""
+        result = node_edits.with_comments(statement, [text for text, _ in comments])
+        by_text = dict(comments)
+        kept = {id(line) for line in statement.leading_lines}
+        for line in result.leading_lines:
+            if id(line) not in kept and line.comment is not None:
+                self.comments[id(line)] = (line, by_text[line.comment.value])
+        return result
 
     def _comment(self, finding: Finding) -> str | None:
         """The comment for a finding; a note only the first time its rule applies in the file
@@ -133,27 +183,21 @@ class Rewriter(cst.CSTTransformer):
             self.noted.add(finding.code)
         return comment_text(finding)
 
-    def _apply(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
+    def _apply(self, plan: SitePlan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
         case, finding = plan.case, plan.finding
-        if not case.changes_code:
-            self._record(finding)
+        if not case.changes_code or finding.kind == FLAGGED:
+            self._record(finding)  # left as it is, with its comment
             return updated
-        action = case.action
-        if action == "delete" and id(original) not in self.analysis.statement_values:
-            if not isinstance(original, cst.BaseSmallStatement):
-                finding.kind = FLAGGED  # used as a value: it cannot simply be removed
-                self._record(finding)
-                return updated
         imports_before = len(self.imports.needed)
         for module in case.rule.imports:
             self.imports.require(module)
-        result = self._rewrite(plan, original, updated)
+        result = self._rewrite(Edit(self, plan, original, updated))
         if result is _DEFERRED:
             return updated
         if not node_edits.changed(updated, result) and len(self.imports.needed) == imports_before:
             return updated  # already in the migrated form: nothing to report
         self._record(finding)
-        if case.template is not None or case.action in ("delete", "unwrap"):
+        if case.template is not None or any(a.removes_names for a, _ in case.actions):
             # The matched names are gone from the code (a template re-adds what it spells).
             for name in {
                 id(n): n for n in plan.bindings.covered if isinstance(n, cst.Name)
@@ -161,59 +205,32 @@ class Rewriter(cst.CSTTransformer):
                 self.imports.replaced(name.value)
         return result
 
-    def _rewrite(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
-        case = plan.case
-        action = case.action
-        if case.kind in ("device_string", "host_string"):
-            value = patterns.literal_value(case.template)
-            if case.kind == "device_string":
-                self.imports.require("torch_xla")
-            return devices.quote_like(updated, value)
-        if case.kind == "engine":
-            return self._rewrite_loop(plan, original, updated)
-        if case.kind == "module":
-            new_module = action["rename_module"]
-            if isinstance(updated, (cst.Import, cst.ImportFrom)):
-                return node_edits.rename_module_import(updated, case.names[0], new_module)
-            text = patterns.dotted_name(updated) or ""
-            return node_edits.keep_parens(
-                updated, node_edits.dotted(new_module + text[len(case.names[0]) :])
-            )
-        if isinstance(action, dict) and "insert_after" in action:
-            return self._plan_insert(plan, original, updated)
-        if case.kind == "env" and case.template is not None and isinstance(updated, cst.Assign):
-            return updated.with_changes(value=self._render(case.template, patterns.Bindings()))
-        bindings = node_edits.rebind(plan.bindings, original, updated)
-        if case.template is not None:
-            new = self._render(case.template, bindings)
-            if isinstance(action, dict) and isinstance(new, cst.Call):
-                new = node_edits.edit_kwargs(new, action, self._render_text)
-            return self._place(updated, new)
-        if action == "delete":
-            if isinstance(updated, cst.BaseSmallStatement):
-                return cst.RemovalSentinel.REMOVE
-            self.deleting.add(id(original))
-            return cst.Name("__pytpu_deleted__")  # the enclosing statement is removed
-        if action == "keep":
-            return updated  # the rule only needs its imports
-        if action == "unwrap" and isinstance(updated, cst.With):
-            return node_edits.hoist_body(updated)
-        if isinstance(action, dict) and isinstance(updated, cst.Call):
-            return node_edits.edit_kwargs(updated, action, self._render_text)
-        return updated
+    def _rewrite(self, edit: Edit) -> Any:
+        """The match kind's own rewrite, else the case's replacement and actions."""
+        case = edit.case
+        if case.kind.rewrite is not None:
+            result = case.kind.rewrite(edit)
+            if result is not None:
+                return result
+        edit.plan.bindings = node_edits.rebind(edit.plan.bindings, edit.original, edit.updated)
+        if case.template is None:
+            return self._act(edit, edit.updated)
+        new = self._act(edit, self.render(case.template, edit.plan.bindings))
+        return new if new is _DEFERRED else self._place(edit.updated, new)
 
-    def _rewrite_loop(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
-        """R-DATA-01: iterate the loader through MpDeviceLoader. (A barrier statement is added
-        by the block that holds it; see on_visit.)"""
-        loop = plan.loop
-        if loop is None or loop.loader is None or type(updated) is not cst.For:
-            return updated
-        bindings = node_edits.rebind(
-            patterns.Bindings(nodes={"loader": loop.loader}), original, updated
-        )
-        wrapped = self._render(plan.case.template, bindings)
-        target = bindings.nodes["loader"]
-        return updated.with_changes(iter=_replace_node(updated.iter, target, wrapped))
+    def _act(self, edit: Edit, node: Any) -> Any:
+        """The case's actions, in their order, on `node` (the site or its replacement)."""
+        for action, value in edit.case.actions:
+            if action.apply is not None and node is not _DEFERRED:
+                node = action.apply(edit, node, value)
+        return node
+
+    def delete(self, edit: Edit, node: cst.CSTNode) -> Any:
+        """Remove the statement that holds the site."""
+        if isinstance(node, cst.BaseSmallStatement):
+            return cst.RemovalSentinel.REMOVE
+        self.deleting.add(id(edit.original))
+        return cst.Name("__pytpu_deleted__")  # the enclosing statement is removed
 
     def _place(self, updated: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
         """Put a rendered replacement where `updated` was: statement for statement, expression
@@ -232,7 +249,7 @@ class Rewriter(cst.CSTTransformer):
             self.produced_true.add(id(new))
         return new
 
-    def _render(
+    def render(
         self, template: cst.CSTNode, bindings: patterns.Bindings, quote: str | None = None
     ) -> cst.CSTNode:
         quote = quote or self.quote
@@ -243,19 +260,14 @@ class Rewriter(cst.CSTTransformer):
                 quote = '"' if outer == "'" else "'"
         return patterns.render(template, bindings, self.imports.render, quote)
 
-    def _render_text(self, text: str, quote: str | None = None) -> cst.BaseExpression:
-        rendered = self._render(patterns.parse_code(text), patterns.Bindings(), quote)
-        assert isinstance(rendered, cst.BaseExpression)
-        return rendered
-
-    def _plan_insert(self, plan: Plan, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
-        """`insert_after`: add a statement after the matched one (once): on its own line, or
-        after it in a one-line block (`if x: torch.manual_seed(0)`)."""
+    def insert_after(self, edit: Edit, code: str) -> Any:
+        """Add a statement after the matched one (once): on its own line, or after it in a
+        one-line block (`if x: torch.manual_seed(0)`)."""
+        plan, original, updated = edit.plan, edit.original, edit.updated
         if id(original) not in self.analysis.statement_values or len(self.stack) < 2:
             return updated  # not a statement of its own: nothing to insert after
         expr, holder = self.stack[-1], self.stack[-2]
-        bindings = node_edits.rebind(plan.bindings, original, updated)
-        rendered = self._render(patterns.parse_code(plan.case.action["insert_after"]), bindings)
+        rendered = self.render(patterns.parse_code(code), plan.bindings)
         if isinstance(rendered, cst.BaseExpression):
             rendered = cst.Expr(value=rendered)
         if not isinstance(holder, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
@@ -314,7 +326,7 @@ class Rewriter(cst.CSTTransformer):
                     self.findings.append(finding)
                     text = self._comment(finding)
                     if text:  # the comment explains the statement that was added
-                        lines[0] = node_edits.with_comments(lines[0], [text])
+                        lines[0] = self._with_comments(lines[0], [(text, finding)])
                     added += lines
             out.append(stmt)
             out += added
@@ -326,12 +338,12 @@ class Rewriter(cst.CSTTransformer):
         """Statements a rule needs once per module, right after its top-level imports."""
         lines = []
         for finding, case in self.analysis.setups:
-            statement = self._render(patterns.parse_code(case.action["setup"]), patterns.Bindings())
+            statement = self.render(patterns.parse_code(case.action("setup")), patterns.Bindings())
             if isinstance(statement, cst.BaseExpression):
                 statement = cst.Expr(value=statement)
             line = cst.SimpleStatementLine(body=[statement])
             text = self._comment(finding)
-            lines.append(node_edits.with_comments(line, [text]) if text else line)
+            lines.append(self._with_comments(line, [(text, finding)]) if text else line)
             self.findings.append(finding)
         cut = max(
             (i + 1 for i, s in enumerate(module.body) if node_edits.is_import_line(s)), default=0
@@ -339,22 +351,12 @@ class Rewriter(cst.CSTTransformer):
         return module.with_changes(body=[*module.body[:cut], *lines, *module.body[cut:]])
 
 
-def _replace_node(tree: cst.CSTNode, target: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
-    """`tree` with the node `target` (found by identity) replaced by `new`."""
-    if tree is target:
-        return new
-
-    class Replace(cst.CSTTransformer):
-        def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
-            return new if original is target else updated
-
-    return tree.visit(Replace())
-
-
 @dataclass
 class TransformResult:
     module: cst.Module
     findings: list[Finding]
+    code: str  # the new module's source
+    comments: list[WrittenComment] = field(default_factory=list)  # in the order of their lines
 
 
 def preferred_quote(text: str) -> str:
@@ -365,20 +367,20 @@ def preferred_quote(text: str) -> str:
 
 
 def transform_module(
-    module: cst.Module, compiled: CompiledKB, quote: str = "'", text: str = ""
+    module: cst.Module, index: RuleIndex, quote: str = "'", text: str = ""
 ) -> TransformResult:
     """Apply all rules to `module`. `module` itself is left as it was."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    resolver = ImportTableResolver(compiled.pattern_roots)
-    imports = ImportTracker(compiled.kb.modules)
-    analysis = Analysis(compiled, resolver, imports).run(module, text)
+    resolver = ImportTableResolver(index.pattern_roots)
+    imports = ImportTracker(index.kb.modules)
+    analysis = FileAnalysis(index, resolver, imports).run(module, text)
     if not resolver.consistent():
         # A name the import table answered for is also bound another way: ask libcst's scope
         # analysis instead, for this file.
-        imports = ImportTracker(compiled.kb.modules)
-        analysis = Analysis(compiled, ScopeResolver(wrapper), imports).run(module, text)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        imports = ImportTracker(index.kb.modules)
+        analysis = FileAnalysis(index, ScopeResolver(wrapper), imports).run(module, text)
     if not analysis.plans and not analysis.setups:
-        return TransformResult(module=module, findings=[])
+        return TransformResult(module=module, findings=[], code=text or module.code)
     if analysis.first_site is not None:
         imports.keep_bindings_before(analysis.first_site)
     rewriter = Rewriter(analysis, imports, quote)
@@ -386,4 +388,5 @@ def transform_module(
     findings = rewriter.findings
     locate(module, findings)
     findings.sort(key=lambda f: (f.line, f.column))
-    return TransformResult(module=new, findings=findings)
+    code, comments = code_with_comment_lines(new, rewriter.comments)
+    return TransformResult(module=new, findings=findings, code=code, comments=comments)

@@ -1,0 +1,1 @@
+"""Actions (`action:`), one registered object each."""

@@ -1,0 +1,1 @@
+"""Built-in analyses (`match: {engine: name}`), one registered object each."""

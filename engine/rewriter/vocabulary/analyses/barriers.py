@@ -1,0 +1,43 @@
+"""Step barriers: `torch_xla.sync()` ends each training or evaluation step (see `loops.py`)."""
+
+from __future__ import annotations
+
+from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
+
+DEVICE_WORDS = ("cuda", "xla", ".to(", "device=")
+
+
+def loop_words(kb) -> set[frozenset[str]]:
+    """A loop needs a barrier when it trains or runs a model on a device."""
+    words = ("backward", "step", *kb.loops.get("model_words", []))
+    return {frozenset({word, device}) for word in words for device in DEVICE_WORDS}
+
+
+def _barrier_after(edit) -> None:
+    """The barrier goes after a statement of the loop's body, which the rewrite pass leaves
+    before it leaves the loop: ask for it on the way in."""
+    if edit.plan.loop is not None and edit.plan.loop.after is not None:
+        edit.rewriter.add_statement_after(edit.plan.loop.after, edit.plan.finding, edit.case)
+
+
+ANALYSES.register(
+    BuiltinAnalysis(
+        name="train_barrier",
+        doc="a training loop (it steps an optimizer or calls backward) gets the rule's "
+        "replacement, the barrier, after its last step statement; loops inside a training loop, "
+        "loops that already have one and loops over MpDeviceLoader get none",
+        words=loop_words,
+        takes_loop=lambda loop: loop.loader is None and loop.kind == "train",
+        on_enter=_barrier_after,
+    )
+)
+ANALYSES.register(
+    BuiltinAnalysis(
+        name="eval_barrier",
+        doc="an evaluation or inference loop (it calls a model, see `model_names`) gets the "
+        "barrier at the end of each iteration",
+        words=loop_words,
+        takes_loop=lambda loop: loop.loader is None and loop.kind == "eval",
+        on_enter=_barrier_after,
+    )
+)

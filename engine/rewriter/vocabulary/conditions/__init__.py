@@ -1,0 +1,1 @@
+"""Conditions of `where:` entries, one registered object each."""

@@ -1,0 +1,27 @@
+"""Conditions on what names a device: `'cuda'`, `f'cuda:{rank}'`, `torch.device('cuda')`."""
+
+from pytpu.engine.rewriter import devices
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+
+CONDITIONS.register(
+    Condition(
+        name="cuda_device",
+        doc="names a CUDA device: `'cuda'`, `'cuda:0'`, or one built at run time "
+        "(`f'cuda:{rank}'`)",
+        check=lambda node, _: devices.cuda_device_kind(node) is not None,
+    )
+)
+CONDITIONS.register(
+    Condition(
+        name="cuda_device_const",
+        doc="names a CUDA device with a constant string (`'cuda'`, `'cuda:1'`)",
+        check=lambda node, _: devices.cuda_device_kind(node) == "const",
+    )
+)
+CONDITIONS.register(
+    Condition(
+        name="cuda_device_dynamic",
+        doc="names a CUDA device built at run time (`f'cuda:{rank}'`, `'cuda:' + str(i)`)",
+        check=lambda node, _: devices.cuda_device_kind(node) == "dynamic",
+    )
+)

@@ -1,0 +1,54 @@
+"""Conditions on a bound value: a literal among some, `True` or `False`, not already on the host."""
+
+from typing import Any
+
+import libcst as cst
+
+from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+
+
+def _one_of(node: cst.CSTNode, values: list[Any]) -> bool:
+    return patterns.is_literal(node) and patterns.literal_value(node) in values
+
+
+def _on_host(node: cst.CSTNode, _: Any = None) -> bool:
+    """`x.cpu()` or `x.to('cpu')`."""
+    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+        return False
+    method = node.func.attr.value
+    if method == "cpu":
+        return True
+    return method == "to" and any(patterns.literal_value(a.value) == "cpu" for a in node.args)
+
+
+CONDITIONS.register(
+    Condition(
+        name="one_of",
+        doc="is a literal equal to one of the listed values",
+        check=_one_of,
+        parameter={"type": "array", "minItems": 1},
+        describe=lambda values: "one of " + ", ".join(f"`{v}`" for v in values),
+    )
+)
+CONDITIONS.register(
+    Condition(
+        name="true",
+        doc="is the literal `True`",
+        check=lambda node, _: patterns.literal_value(node) is True,
+    )
+)
+CONDITIONS.register(
+    Condition(
+        name="false",
+        doc="is the literal `False`",
+        check=lambda node, _: patterns.literal_value(node) is False,
+    )
+)
+CONDITIONS.register(
+    Condition(
+        name="not_host",
+        doc="is not already moved to the host (`x.cpu()`, `x.to('cpu')`)",
+        check=lambda node, _: not _on_host(node),
+    )
+)

@@ -1,0 +1,1 @@
+"""Contexts (`context:`), one registered object each."""

@@ -1,0 +1,1 @@
+"""Match kinds (`match: {kind: ...}`), one registered object each."""

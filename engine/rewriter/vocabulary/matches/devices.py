@@ -1,0 +1,109 @@
+"""Strings and integers that name a CUDA device where a device (or a load location) goes."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter.findings import NOTED
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+
+CUDA = frozenset({"cuda"})
+
+
+def _device_string(walk, node: cst.CSTNode, cases) -> bool:
+    if devices.cuda_device_kind(node) is None:
+        return False
+    walk.plan(node, cases[0], patterns.Bindings(covered=[node]))
+    return True
+
+
+def _host_string(walk, node: cst.CSTNode, cases) -> bool:
+    """A CUDA device, a device variable or `torch.device('cuda')` as the load location: the CPU
+    there (XLA storage cannot be restored directly; load_state_dict moves it)."""
+    if type(node) is cst.Call:
+        if not node.args or "torch.device" not in walk.resolver.qualified_names(node.func):
+            return False
+        if devices.cuda_device_kind(node.args[0].value) is None:
+            return False
+        walk.plan(node, cases[0], patterns.Bindings(covered=[node]))
+        walk.claim_subtree(node)  # its 'cuda' is gone with it
+        return True
+    if devices.cuda_device_kind(node) is None and not walk.positions.is_device_valued(node):
+        return False
+    walk.plan(node, cases[0], patterns.Bindings(covered=[node]))
+    return True
+
+
+def _device_index(walk, node: cst.CSTNode, cases) -> bool:
+    """`.to(rank)`, `.to(self.gpu_id)`: an integer that named a CUDA device."""
+    walk.plan(node, cases[0], patterns.Bindings(covered=list(patterns.walk(node))))
+    return True
+
+
+def _rewrite_string(edit):
+    value = patterns.literal_value(edit.case.template)
+    if edit.case.kind.name == "device_string":
+        edit.imports.require("torch_xla")
+    return devices.quote_like(edit.updated, value)
+
+
+def _dynamic_is_noted(case, node: cst.CSTNode) -> str | None:
+    """`f'cuda:{rank}'` becomes the one XLA device of the process: a note says so."""
+    return NOTED if devices.cuda_device_kind(node) == "dynamic" else None
+
+
+def _cuda_property(key: str) -> dict:
+    return {key: {"enum": ["cuda"]}}
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="device_string",
+        doc="a string naming a CUDA device (`'cuda'`, `'cuda:0'`, `f'cuda:{rank}'`) in a device "
+        "position (see `device_positions`), or a variable that holds one",
+        properties=_cuda_property("device_string"),
+        describe=lambda match: (
+            f"A string naming the `{match['device_string']}` device (`'cuda'`, `'cuda:0'`, "
+            "...) in a device position (see `device_positions` in the family's introduction)."
+        ),
+        words=lambda case: CUDA,
+        match=_device_string,
+        marks=("device",),
+        rewrite=_rewrite_string,
+        finding_kind=_dynamic_is_noted,
+        order=10,
+    )
+)
+MATCH_KINDS.register(
+    MatchKind(
+        name="host_string",
+        doc="a CUDA device (string, `torch.device('cuda')` or a device variable) given as the "
+        "location a checkpoint loads to (`map_location=`)",
+        properties=_cuda_property("host_string"),
+        describe=lambda match: (
+            "A CUDA device (a string, `torch.device('cuda')` or a device variable) as the "
+            "location a checkpoint is loaded to (`map_location=`)."
+        ),
+        words=lambda case: CUDA,
+        match=_host_string,
+        marks=("host",),
+        rewrite=_rewrite_string,
+        order=-10,  # before the patterns: `torch.device('cuda')` there is the CPU, not XLA
+    )
+)
+MATCH_KINDS.register(
+    MatchKind(
+        name="device_index",
+        doc="an integer variable that names a CUDA device (`.to(rank)`, see `index_names`)",
+        properties={"device_index": {"enum": ["rank"]}},
+        describe=lambda match: (
+            "An integer variable naming a CUDA device as the device argument (`.to(rank)`; see "
+            "`index_names` in the family's introduction)."
+        ),
+        words=lambda case: frozenset({".to("}),
+        match=_device_index,
+        marks=("device_index",),
+        order=-5,
+    )
+)

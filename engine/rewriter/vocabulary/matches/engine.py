@@ -1,0 +1,26 @@
+"""`match: {engine: name}`: a built-in analysis (see `analyses/`) finds the sites."""
+
+from __future__ import annotations
+
+from pytpu.engine.rewriter.vocabulary import ANALYSES, MATCH_KINDS, MatchKind
+
+
+def _rewrite(edit):
+    analysis = edit.case.analysis
+    if analysis is None or analysis.rewrite is None:
+        return edit.updated
+    return analysis.rewrite(edit)
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="engine",
+        doc="a site found by one of the built-in analyses below",
+        properties=lambda: {"engine": {"enum": ANALYSES.names()}},
+        describe=lambda m: (
+            f"Built into the engine (`{m['engine']}`); the examples below show what it does."
+        ),
+        words=lambda case: frozenset(),  # each analysis gives its own words
+        rewrite=_rewrite,
+    )
+)

@@ -1,0 +1,63 @@
+"""Code patterns: `match: "torch.cuda.manual_seed($seed)"` (a string, or a list of them)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+
+PATTERN = "pattern"
+
+
+def _match(walk, node: cst.CSTNode, _cases) -> bool:
+    """The most specific pattern indexed under the node's name decides; display-only cases of
+    other rules that match too add their flags to the same site."""
+    kind = type(node)
+    key = patterns.index_key(node)
+    if key is None:
+        return False
+    candidates = walk.index.patterns.get((kind, key))
+    if candidates is None and (kind is cst.Call or kind is cst.Name):
+        candidates = walk.aliased_candidates(node, key)
+    if kind is cst.Assign:
+        value_key = patterns.index_key(node.value)
+        by_value = walk.index.patterns.get((kind, f"={value_key}")) if value_key else None
+        if by_value:
+            candidates = [*(candidates or ()), *by_value]
+    flags: list = []
+    chosen = None
+    for case, pattern in candidates or ():
+        if chosen is not None and case.changes_code:
+            continue  # one rewrite per node; flags of other rules may join it
+        if any(case.rule is c.rule for c, _ in [*flags, *([chosen] if chosen else [])]):
+            continue  # within a rule, the first case that matches decides
+        bindings = patterns.Bindings()
+        if patterns.match(pattern, node, walk.resolver, bindings) and walk.satisfies(
+            case, bindings
+        ):
+            if case.changes_code:
+                chosen = (case, bindings)
+            else:
+                flags.append((case, bindings))
+    if chosen is None and flags:
+        chosen = flags.pop(0)
+    if chosen is None:
+        return False
+    walk.plan(node, *chosen, flags=[c for c, _ in flags])
+    return True
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name=PATTERN,
+        doc="Python code with `$name` wildcards (`torch.cuda.manual_seed($seed)`), matched "
+        "structurally; dotted names match by what they refer to, whatever the file's imports",
+        properties={},
+        describe=lambda match: "",
+        words=lambda case: frozenset(),  # the index takes the words of each pattern
+        match=_match,
+        node_types=(),  # the index offers it every node type a pattern is indexed under
+        order=0,
+    )
+)
