@@ -65,8 +65,10 @@ def test_a_new_condition_is_one_registered_object(tmp_path: Path, monkeypatch) -
     condition = Condition(
         name="small_integer",
         doc="is an integer literal below 10",
-        check=lambda node, _: isinstance(kb.patterns.literal_value(node), int)
-        and kb.patterns.literal_value(node) < 10,
+        check=lambda node, _, walk: (
+            isinstance(kb.patterns.literal_value(node), int)
+            and kb.patterns.literal_value(node) < 10
+        ),
     )
     monkeypatch.setitem(CONDITIONS.entries, condition.name, condition)
     from pytpu.engine.rewriter import kbdocs

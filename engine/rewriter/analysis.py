@@ -46,6 +46,7 @@ class FileAnalysis:
 
     def __init__(self, index: RuleIndex, resolver: Resolver, imports: ImportTracker):
         self.index = index
+        self.offered = index.by_type  # node type -> the match kinds to try on it
         self.positions = index.positions
         self.resolver = resolver
         self.imports = imports
@@ -115,7 +116,7 @@ class FileAnalysis:
         handler = self._handlers.get(kind)
         if handler is not None:
             handler(node)
-        if id(node) not in self.claimed:
+        if id(node) not in self.claimed and (kind in self.offered or id(node) in self.marks):
             self._match(node, kind)
         self.order += 1
         loop = kind is cst.For or kind is cst.While
@@ -366,7 +367,9 @@ class FileAnalysis:
     def _match(self, node: cst.CSTNode, kind: type) -> None:
         """Offer the node to the match kinds for its type and marks, in order, until one
         claims it."""
-        for match_kind, cases in self.index.offers(kind, self.marks.get(id(node))):
+        marks = self.marks.get(id(node))
+        offer = self.index.offers(kind, marks) if marks else self.offered.get(kind, ())
+        for match_kind, cases in offer:
             if match_kind.match(self, node, cases):
                 return
 
@@ -387,7 +390,7 @@ class FileAnalysis:
             return False
         for name, (condition, parameter) in case.where.items():
             bound = bindings.rests.get(name) if condition.on_arguments else bindings.nodes.get(name)
-            if bound is None or not condition.check(bound, parameter):
+            if bound is None or not condition.check(bound, parameter, self):
                 return False
         return True
 

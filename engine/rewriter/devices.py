@@ -7,13 +7,12 @@ themselves (keywords, callees, variable names) are KB data: `kb/device.yaml`.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass
 
 import libcst as cst
 
-from pytpu.engine.rewriter.patterns import dotted_name, walk
+from pytpu.engine.rewriter.patterns import NameGlobs, dotted_name, walk
 
 _CONST_RE = re.compile(r"^cuda(:\d+)?$")
 
@@ -98,24 +97,24 @@ class DevicePositions:
 
     def __post_init__(self) -> None:
         # One compiled expression per list: these are asked about for every assignment.
-        object.__setattr__(self, "_names", _globs(self.name_patterns))
-        object.__setattr__(self, "_compared", _globs(self.compared_patterns))
-        object.__setattr__(self, "_indexes", _globs(self.index_patterns))
+        object.__setattr__(self, "_names", NameGlobs(self.name_patterns))
+        object.__setattr__(self, "_compared", NameGlobs(self.compared_patterns))
+        object.__setattr__(self, "_indexes", NameGlobs(self.index_patterns))
 
     def is_device_name(self, name: str) -> bool:
-        return self._names.fullmatch(name) is not None
+        return name in self._names
 
     def is_index_name(self, name: str) -> bool:
-        return self._indexes.fullmatch(name) is not None
+        return name in self._indexes
 
     def is_device_valued(self, node: cst.CSTNode, compared: bool = False) -> bool:
         """An expression that holds a device: `device`, `self.device`, `x.device.type`, ...
         With `compared`, also the names compared with 'cuda' as device checks (`device_type`)."""
         names = self._compared if compared else self._names
         if isinstance(node, cst.Name):
-            return names.fullmatch(node.value) is not None
+            return node.value in names
         if isinstance(node, cst.Attribute):
-            if names.fullmatch(node.attr.value) is not None:
+            if node.attr.value in names:
                 return True
             return node.attr.value == "type" and self.is_device_valued(node.value)
         if isinstance(node, cst.Call) and not node.args[1:] and node.args:
@@ -124,12 +123,6 @@ class DevicePositions:
                 node.args[0].value, compared
             )
         return False
-
-
-def _globs(patterns_: tuple[str, ...]) -> re.Pattern[str]:
-    if not patterns_:
-        return re.compile(r"(?!)")
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns_))
 
 
 def device_subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -147,21 +140,21 @@ class RankGuards:
     """`if rank == 0:`, `if master_process:`, `if xm.is_master_ordinal():`: code that only some
     processes run. The names are KB data (`kb/general.yaml`)."""
 
-    names: tuple[str, ...]
-    flags: tuple[str, ...]
+    names: NameGlobs
+    flags: NameGlobs
     calls: frozenset[str]
 
     @classmethod
     def from_kb(cls, data: dict[str, list[str]]) -> RankGuards:
         return cls(
-            names=tuple(data.get("names", [])),
-            flags=tuple(data.get("flags", [])),
+            names=NameGlobs(data.get("names", [])),
+            flags=NameGlobs(data.get("flags", [])),
             calls=frozenset(data.get("calls", [])),
         )
 
-    def _named(self, node: cst.CSTNode, patterns_: tuple[str, ...]) -> bool:
+    def _named(self, node: cst.CSTNode, globs: NameGlobs) -> bool:
         name = node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
-        return isinstance(name, str) and any(fnmatch.fnmatchcase(name, p) for p in patterns_)
+        return isinstance(name, str) and name in globs
 
     def is_guard(self, test: cst.CSTNode, resolver: object) -> bool:
         for node in walk(test):

@@ -73,46 +73,34 @@ class _Located(Exception):
 
 
 class _LineTracker(CodegenState):
-    """Code generation that keeps no text, only the line and column, and notes where the
-    wanted nodes start. (libcst's PositionProvider records every node and keeps all tokens.)"""
+    """Code generation that notes where the wanted nodes start (line, 1-based column). Tokens
+    are kept as usual and counted only when a wanted node starts: cheaper than counting each.
+    (libcst's PositionProvider records every node.) With `stop`, it ends once all are seen."""
 
-    def __init__(self, module: cst.Module, wanted: dict[int, cst.CSTNode]):
+    def __init__(self, module: cst.Module, wanted: dict[int, cst.CSTNode], stop: bool):
         super().__init__(
             default_indent=module.default_indent, default_newline=module.default_newline
         )
         self.wanted = wanted
+        self.stop = stop
         self.found: dict[int, tuple[int, int]] = {}
         self.line, self.column = 1, 0
+        self.counted = 0  # tokens already counted into line and column
 
-    def add_indent_tokens(self) -> None:
-        for token in self.indent_tokens:
-            self.add_token(token)
-
-    def add_token(self, value: str) -> None:
-        newlines = value.count("\n")
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if id(node) not in self.wanted:
+            return
+        text = "".join(self.tokens[self.counted :])
+        self.counted = len(self.tokens)
+        newlines = text.count("\n")
         if newlines:
             self.line += newlines
-            self.column = len(value) - value.rfind("\n") - 1
+            self.column = len(text) - text.rfind("\n") - 1
         else:
-            self.column += len(value)
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) in self.wanted:
-            self.found[id(node)] = (self.line, self.column + 1)
-            if len(self.found) == len(self.wanted):
-                raise _Located
-
-
-class _CommentTracker(_LineTracker):
-    """Code generation that keeps the text and notes the lines of the wanted comment lines."""
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        super().add_token(value)
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) in self.wanted:
-            self.found[id(node)] = (self.line, self.column + 1)
+            self.column += len(text)
+        self.found[id(node)] = (self.line, self.column + 1)
+        if self.stop and len(self.found) == len(self.wanted):
+            raise _Located
 
 
 def code_with_comment_lines(
@@ -122,7 +110,7 @@ def code_with_comment_lines(
     by its id) ended up on."""
     if not comments:
         return module.code, []
-    tracker = _CommentTracker(module, {key: line for key, (line, _) in comments.items()})
+    tracker = _LineTracker(module, {key: line for key, (line, _) in comments.items()}, False)
     module._codegen(tracker)
     written = []
     for key, (line, finding) in comments.items():
@@ -155,7 +143,7 @@ def locate(module: cst.Module, findings: list[Finding]) -> None:
     anchors = {id(f): _anchor(f.node) for f in findings if f.node is not None}
     if not anchors:
         return
-    tracker = _LineTracker(module, {id(a): a for a in anchors.values()})
+    tracker = _LineTracker(module, {id(a): a for a in anchors.values()}, stop=True)
     try:
         module._codegen(tracker)
     except _Located:

@@ -1,4 +1,6 @@
-"""black, only where the repository itself uses it, and only on the lines PyTPU changed."""
+"""black, only where the repository itself uses it, and only on the lines PyTPU changed.
+
+black is imported only for a repository that uses it (it costs a tenth of a second to load)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ import difflib
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import black
+if TYPE_CHECKING:
+    import black
 
 
 def _uses_black(directory: Path) -> black.Mode | None:
@@ -18,17 +22,23 @@ def _uses_black(directory: Path) -> black.Mode | None:
         except (OSError, tomllib.TOMLDecodeError):
             data = {}
         if "black" in data.get("tool", {}):
+            import black
+
             return _mode(black.parse_pyproject_toml(str(pyproject)))
     for name in (".pre-commit-config.yaml", ".pre-commit-config.yml"):
         config = directory / name
         if config.is_file():
             text = config.read_text(encoding="utf-8", errors="replace")
             if "psf/black" in text or "id: black" in text:
+                import black
+
                 return black.Mode()
     return None
 
 
 def _mode(config: dict) -> black.Mode:
+    import black
+
     versions = {black.TargetVersion[v.upper()] for v in config.get("target_version", [])}
     return black.Mode(
         target_versions=versions,
@@ -59,6 +69,8 @@ def changed_lines(before: str, after: str) -> list[tuple[int, int]]:
 
 def format_changed(before: str, after: str, mode: black.Mode) -> str:
     """Run black over the changed lines of `after` only; the rest keeps its formatting."""
+    import black
+
     ranges = changed_lines(before, after)
     if not ranges:
         return after

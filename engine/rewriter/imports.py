@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections import Counter
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from pytpu.engine.rewriter.node_edits import is_import_line
 from pytpu.engine.rewriter.patterns import dotted_name
@@ -193,6 +191,10 @@ class ImportTracker:
         # AddImportsVisitor walks (and copies) whatever it is given; imports go among the
         # leading statements, so it is given only those.
         cut = _import_prefix_length(module, self.cutoff)
+        # (libcst's codemod package loads its matchers: a quarter of a second, paid only here)
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor
+
         context = CodemodContext()
         for name, alias in self.needed:
             AddImportsVisitor.add_needed_import(context, name, asname=alias)

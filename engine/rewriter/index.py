@@ -95,9 +95,14 @@ class RuleIndex:
         for name, found in self.cases.items():
             for case in found:
                 if name == PATTERN:
-                    alternatives.update(frozenset(patterns.node_names(p)) for p in case.patterns)
+                    words = {frozenset(patterns.node_names(p)) for p in case.patterns}
                 else:
-                    alternatives.add(case.kind.words(case))
+                    words = {case.kind.words(case)}
+                if case.context is not None and case.context.words is not None:
+                    # the case applies only where its context holds: the file needs both
+                    context = case.context.words(self.kb)
+                    words = {w | c for w in words for c in context}
+                alternatives.update(words)
         for case in self.cases.get("engine", ()):
             alternatives.update(case.analysis.words(self.kb))
         return sorted((a for a in alternatives if a), key=len)

@@ -8,6 +8,7 @@ Output depends only on the KB's contents, never on file order, time or machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,9 +334,10 @@ def render_schema() -> str:
     return schema.render(kb_module.schema())
 
 
-def generated_files(output: Path = DEFAULT_OUTPUT) -> list[tuple[Path, str]]:
-    """Every generated file and its content: the reference page and the KB's schema."""
-    return [(output, render()), (kb_module.kb_dir() / "schema.json", render_schema())]
+def generated_files(output: Path = DEFAULT_OUTPUT) -> list[tuple[Path, Callable[[], str]]]:
+    """Every generated file and how to make it, in order: the KB's schema first (the KB is
+    checked against it when the page is made), then the reference page."""
+    return [(kb_module.kb_dir() / "schema.json", render_schema), (output, render)]
 
 
 def is_current(path: Path, text: str) -> bool:

@@ -17,9 +17,8 @@ that make a call an optimizer step, a model call or a loader are KB data (`kb/ex
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from fnmatch import translate
+from typing import Any
 
 import libcst as cst
 
@@ -30,18 +29,22 @@ _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _LEAVES = (cst.Break, cst.Continue, cst.Return, cst.Raise)
 
 
-def _globs(names: list[str]) -> re.Pattern[str]:
-    if not names:
-        return re.compile(r"(?!)")
-    return re.compile("|".join(f"(?:{translate(n)})" for n in names))
+DEVICE_WORDS = ("cuda", "xla", ".to(", "device=")
+
+
+def step_words(kb: Any) -> set[frozenset[str]]:
+    """Pre-filter words of a file that has a training or evaluation step on a device: one of the
+    words that make a loop a step, and one that shows a device."""
+    words = ("backward", "step", *kb.loops.get("model_words", []))
+    return {frozenset({word, device}) for word in words for device in DEVICE_WORDS}
 
 
 @dataclass(frozen=True)
 class LoopSettings:
-    optimizers: re.Pattern[str]
-    schedulers: re.Pattern[str]
-    models: re.Pattern[str]
-    loaders: re.Pattern[str]
+    optimizers: patterns.NameGlobs
+    schedulers: patterns.NameGlobs
+    models: patterns.NameGlobs
+    loaders: patterns.NameGlobs
     barriers: frozenset[str]  # calls (qualified names) that end a step
     device_loaders: frozenset[str]  # loader wrappers that sync at every batch
     loader_classes: frozenset[str]  # what builds a DataLoader
@@ -55,10 +58,10 @@ class LoopSettings:
     @classmethod
     def from_kb(cls, data: dict) -> LoopSettings:
         return cls(
-            optimizers=_globs(data.get("optimizer_names", [])),
-            schedulers=_globs(data.get("scheduler_names", [])),
-            models=_globs(data.get("model_names", [])),
-            loaders=_globs(data.get("loader_names", [])),
+            optimizers=patterns.NameGlobs(data.get("optimizer_names", [])),
+            schedulers=patterns.NameGlobs(data.get("scheduler_names", [])),
+            models=patterns.NameGlobs(data.get("model_names", [])),
+            loaders=patterns.NameGlobs(data.get("loader_names", [])),
             barriers=frozenset(data.get("barriers", [])),
             device_loaders=frozenset(data.get("device_loaders", [])),
             loader_classes=frozenset(data.get("loader_classes", [])),
@@ -165,8 +168,8 @@ class LoopAnalyzer:
             summary.backward = True
             return False
         receiver = _last_name(func.value) if type(func) is cst.Attribute else None
-        if receiver is not None and self.settings.optimizers.fullmatch(receiver):
-            if self.settings.schedulers.fullmatch(receiver):
+        if receiver is not None and receiver in self.settings.optimizers:
+            if receiver in self.settings.schedulers:
                 return False
             if name == "step":
                 summary.step = True
@@ -182,7 +185,7 @@ class LoopAnalyzer:
                 if any(a.keyword is not None and a.keyword.value == "barrier" for a in node.args):
                     summary.barrier = True
                 return True
-        if self.settings.models.fullmatch(name):
+        if name in self.settings.models:
             summary.model_call = True
         definition = self.functions.get(name) if receiver in (None, "self") else None
         if definition is not None and depth < 2:
@@ -235,7 +238,7 @@ class LoopAnalyzer:
         name = _last_name(iterable)
         if name is None:
             return None
-        if name in self.loader_variables or self.settings.loaders.fullmatch(name):
+        if name in self.loader_variables or name in self.settings.loaders:
             return iterable
         return None
 

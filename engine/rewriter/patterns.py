@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fnmatch
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,24 @@ _WILDCARD_RE = re.compile(r"\$(\*?)([A-Za-z_][A-Za-z0-9_]*)")
 
 # Roots of dotted names that denote modules in patterns and templates (anything else, such as
 # `True` or a wildcard, is not resolved through imports).
-BUILTIN_NAMES = frozenset({"str", "int", "float", "bool", "len", "isinstance", "print", "repr"})
+BUILTIN_NAMES = frozenset(
+    {"str", "int", "float", "bool", "len", "isinstance", "print", "repr", "getattr"}
+)
+
+
+class NameGlobs:
+    """Names given as globs (`*_loader`, `model*`): `name in globs`, remembered per name (the
+    same names are asked about all over a file)."""
+
+    def __init__(self, globs: list[str] | tuple[str, ...]):
+        self.pattern = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs) or "(?!)")
+        self.seen: dict[str, bool] = {}
+
+    def __contains__(self, name: str) -> bool:
+        found = self.seen.get(name)
+        if found is None:
+            found = self.seen[name] = self.pattern.fullmatch(name) is not None
+        return found
 
 
 class PatternError(ValueError):

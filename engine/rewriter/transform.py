@@ -72,7 +72,6 @@ class Rewriter(cst.CSTTransformer):
         self.stack: list[cst.CSTNode] = []  # the path from the module to the current node
         # comments (with their findings) waiting for each open statement
         self.statements: list[list[tuple[str, Finding]]] = []
-        self.statement_nodes: list[cst.CSTNode] = []
         self.deleting: set[int] = set()
         self.produced_true: set[int] = set()
         self.removed_marker: set[int] = set()
@@ -88,7 +87,6 @@ class Rewriter(cst.CSTTransformer):
         self.stack.append(node)
         if isinstance(node, STATEMENTS):
             self.statements.append([])
-            self.statement_nodes.append(node)
         plan = self.analysis.plans.get(id(node))
         analysis = plan.case.analysis if plan is not None else None
         if analysis is not None and analysis.on_enter is not None:
@@ -126,7 +124,6 @@ class Rewriter(cst.CSTTransformer):
         ):
             result = node_edits.hoist_body(result)
         if isinstance(original, STATEMENTS):
-            self.statement_nodes.pop()
             comments = self.statements.pop()
             if comments and isinstance(result, STATEMENTS):
                 result = self._with_comments(result, comments)

@@ -33,7 +33,8 @@ class Condition:
 
     name: str
     doc: str
-    check: Callable[[Any, Any], bool]  # (the bound node, or a `$*rest`'s arguments; parameter)
+    # (the bound node, or the arguments a `$*rest` bound; the parameter; the walk, for the KB)
+    check: Callable[[Any, Any, FileAnalysis], bool]
     parameter: dict[str, Any] | None = None  # JSON schema of the parameter; None: none taken
     describe: Callable[[Any], str] | None = None  # the condition in words, on a rule's page
     on_arguments: bool = False  # tests the arguments a `$*rest` wildcard bound
@@ -46,6 +47,8 @@ class Context:
     name: str
     doc: str
     holds: Callable[[FileAnalysis], bool]
+    # pre-filter: alternatives of words a file must contain for the context to hold anywhere
+    words: Callable[[KnowledgeBase], set[frozenset[str]]] | None = None
 
 
 @dataclass(frozen=True)

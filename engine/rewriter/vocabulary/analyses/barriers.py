@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
+from pytpu.engine.rewriter.loops import step_words
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
-
-DEVICE_WORDS = ("cuda", "xla", ".to(", "device=")
-
-
-def loop_words(kb) -> set[frozenset[str]]:
-    """A loop needs a barrier when it trains or runs a model on a device."""
-    words = ("backward", "step", *kb.loops.get("model_words", []))
-    return {frozenset({word, device}) for word in words for device in DEVICE_WORDS}
 
 
 def _barrier_after(edit) -> None:
@@ -26,7 +19,7 @@ ANALYSES.register(
         doc="a training loop (it steps an optimizer or calls backward) gets the rule's "
         "replacement, the barrier, after its last step statement; loops inside a training loop, "
         "loops that already have one and loops over MpDeviceLoader get none",
-        words=loop_words,
+        words=step_words,
         takes_loop=lambda loop: loop.loader is None and loop.kind == "train",
         on_enter=_barrier_after,
     )
@@ -36,7 +29,7 @@ ANALYSES.register(
         name="eval_barrier",
         doc="an evaluation or inference loop (it calls a model, see `model_names`) gets the "
         "barrier at the end of each iteration",
-        words=loop_words,
+        words=step_words,
         takes_loop=lambda loop: loop.loader is None and loop.kind == "eval",
         on_enter=_barrier_after,
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from pytpu.engine.rewriter import node_edits, patterns
+from pytpu.engine.rewriter.loops import step_words
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
-from pytpu.engine.rewriter.vocabulary.analyses.barriers import loop_words
 
 
 def _wrap_loader(edit):
@@ -30,7 +30,7 @@ ANALYSES.register(
         name="device_loader",
         doc="a training or evaluation loop that iterates a DataLoader (see `loader_names`, "
         "`loader_classes`) iterates the rule's replacement instead, with `$loader` bound to it",
-        words=loop_words,
+        words=step_words,
         takes_loop=lambda loop: loop.loader is not None,
         rewrite=_wrap_loader,
     )

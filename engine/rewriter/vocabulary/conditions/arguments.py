@@ -5,11 +5,11 @@ import libcst as cst
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 
-def _without_keywords(args: list[cst.Arg], keywords: list[str]) -> bool:
+def _without_keywords(args: list[cst.Arg], keywords: list[str], walk: object) -> bool:
     return not any(a.keyword is not None and a.keyword.value in keywords for a in args)
 
 
-def _max_positional(args: list[cst.Arg], limit: int) -> bool:
+def _max_positional(args: list[cst.Arg], limit: int, walk: object) -> bool:
     return sum(1 for a in args if a.keyword is None) <= limit
 
 

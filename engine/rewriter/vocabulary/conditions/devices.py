@@ -8,20 +8,20 @@ CONDITIONS.register(
         name="cuda_device",
         doc="names a CUDA device: `'cuda'`, `'cuda:0'`, or one built at run time "
         "(`f'cuda:{rank}'`)",
-        check=lambda node, _: devices.cuda_device_kind(node) is not None,
+        check=lambda node, _, walk: devices.cuda_device_kind(node) is not None,
     )
 )
 CONDITIONS.register(
     Condition(
         name="cuda_device_const",
         doc="names a CUDA device with a constant string (`'cuda'`, `'cuda:1'`)",
-        check=lambda node, _: devices.cuda_device_kind(node) == "const",
+        check=lambda node, _, walk: devices.cuda_device_kind(node) == "const",
     )
 )
 CONDITIONS.register(
     Condition(
         name="cuda_device_dynamic",
         doc="names a CUDA device built at run time (`f'cuda:{rank}'`, `'cuda:' + str(i)`)",
-        check=lambda node, _: devices.cuda_device_kind(node) == "dynamic",
+        check=lambda node, _, walk: devices.cuda_device_kind(node) == "dynamic",
     )
 )

@@ -8,7 +8,7 @@ from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 
-def _one_of(node: cst.CSTNode, values: list[Any]) -> bool:
+def _one_of(node: cst.CSTNode, values: list[Any], walk: Any) -> bool:
     return patterns.is_literal(node) and patterns.literal_value(node) in values
 
 
@@ -35,20 +35,20 @@ CONDITIONS.register(
     Condition(
         name="true",
         doc="is the literal `True`",
-        check=lambda node, _: patterns.literal_value(node) is True,
+        check=lambda node, _, walk: patterns.literal_value(node) is True,
     )
 )
 CONDITIONS.register(
     Condition(
         name="false",
         doc="is the literal `False`",
-        check=lambda node, _: patterns.literal_value(node) is False,
+        check=lambda node, _, walk: patterns.literal_value(node) is False,
     )
 )
 CONDITIONS.register(
     Condition(
         name="not_host",
         doc="is not already moved to the host (`x.cpu()`, `x.to('cpu')`)",
-        check=lambda node, _: not _on_host(node),
+        check=lambda node, _, walk: not _on_host(node),
     )
 )
