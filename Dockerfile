@@ -43,9 +43,11 @@ RUN apt-get update \
 # brings libtpu, the TPU runtime.
 RUN pip install --no-cache-dir "torch==2.9.0" "torch_xla[tpu]==2.9.0"
 
-# PyTPU itself (pyproject.toml pins the same torch pair, already satisfied above).
+# PyTPU itself (pyproject.toml pins the same torch pair, already satisfied above) and its test
+# runtime, pytpu-runtime from engine/runtime: PyTPU pins it, and the behaviour tests it generates
+# import it. One pip call, so that the pin is met by the copy here, not looked up on an index.
 COPY . /usr/src/pytpu
-RUN pip install --no-cache-dir /usr/src/pytpu
+RUN pip install --no-cache-dir /usr/src/pytpu/engine/runtime /usr/src/pytpu
 
 # Run as the ordinary user pytpu (by number, so that Kubernetes' runAsNonRoot can check it), in
 # the folder where the repository is mounted.

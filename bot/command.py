@@ -10,16 +10,20 @@ import shlex
 from dataclasses import dataclass
 
 PREFIX = "/pytpu"
-COMMANDS = ("migrate", "help")
+# Each command and what it does (its line in the help); `bot/handle.py` runs it.
+COMMANDS = {
+    "migrate": "generate behaviour tests, migrate, run both sides, open or update the PR",
+    "help": "this message",
+}
 
-HELP = """\
+_ROWS = "\n".join(f"| `{PREFIX} {name}` | {does} |" for name, does in COMMANDS.items())
+HELP = f"""\
 **PyTPU** migrates this repository's PyTorch code to Google TPUs (PyTorch/XLA) and opens a pull
 request that shows the tests passing before and after, and the measured speedup.
 
 | Comment | What happens |
 | --- | --- |
-| `/pytpu migrate` | generate behaviour tests, migrate, run both sides, open or update the PR |
-| `/pytpu help` | this message |
+{_ROWS}
 
 Only people with write access to the repository can run it. Settings live in
 `.github/pytpu.yml` (`run`, `benchmark`, `include`, `exclude`, ...)."""
@@ -27,7 +31,7 @@ Only people with write access to the repository can run it. Settings live in
 
 @dataclass(frozen=True)
 class Command:
-    name: str  # migrate | help
+    name: str  # one of COMMANDS
     arguments: tuple[str, ...] = ()
 
 
@@ -49,7 +53,8 @@ def parse(body: str | None) -> Command | None:
         raise CommandError(f"`{first}` could not be read ({exc})") from None
     if not words or words[0] not in COMMANDS:
         given = f"`{words[0]}`" if words else "nothing"
-        raise CommandError(f"{given} is not a PyTPU command; use `/pytpu migrate` or `/pytpu help`")
+        valid = " or ".join(f"`{PREFIX} {name}`" for name in COMMANDS)
+        raise CommandError(f"{given} is not a PyTPU command; use {valid}")
     if words[1:]:
         raise CommandError(f"`/pytpu {words[0]}` takes no options (settings: .github/pytpu.yml)")
     return Command(words[0])

@@ -1,5 +1,9 @@
 """One event, handled: a `/pytpu` comment on an issue, a manual dispatch, or a push.
 
+`handle` looks the event up in the table of `bot/events.py`; the handlers below register
+themselves there (`@EVENTS.on(...)`), and the `/pytpu` commands' functions in `COMMAND_HANDLERS`
+(`@on_command(...)`; their names and help lines are in `bot/command.py`).
+
 For a comment: only a collaborator with write access runs anything (asked through the
 collaborator-permission API; author_association is not a permission). The comment gets 👀 at
 once, 🚀 when the PR is ready, and a reply that links the PR or says what failed with the run's
@@ -11,100 +15,88 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from github import GithubException
+from github.Issue import Issue
+from github.IssueComment import IssueComment
+from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from pytpu.bot import command as slash
 from pytpu.bot import github_api, gitremote
 from pytpu.bot.context import RunContext, write_outputs, write_summary
+from pytpu.bot.events import EVENTS, EventResult
 from pytpu.bot.tokens import redact
-from pytpu.engine import gitrepo, migrate
-from pytpu.engine.reporting import markdown
+from pytpu.engine import gitrepo
+
+if TYPE_CHECKING:
+    from pytpu.engine.migrate import Result
 
 log = logging.getLogger("pytpu.bot")
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 
-@dataclass
-class Outcome:
-    """What the run did, for the Action's outputs and for the tests."""
-
-    ran: bool = False
-    exit_code: int = 0
-    pr_number: int | None = None
-    pr_url: str | None = None
-    parity: str | None = None
-    speedup: str | None = None
-    notes: list[str] = field(default_factory=list)
-    report: str | None = None  # the rendered report, for the job summary
-
-
-def handle(context: RunContext) -> Outcome:
+def handle(context: RunContext) -> EventResult:
+    """The event through the table: `pytpu action` and `pytpu serve` both come here."""
     if not context.token:
         raise RuntimeError("no token: give the action's `token` input (or set GITHUB_TOKEN)")
     gh = github_api.connect(context.api_url, context.token)
-    if context.event_name == "issue_comment":
-        return _on_comment(context, gh.get_repo(context.repository))
-    if context.event_name in ("workflow_dispatch", "push"):
-        repo = gh.get_repo(context.repository)
-        if context.event_name == "push" and not _push_to_default(context, repo):
-            return Outcome(notes=["push to another branch: nothing to do"])
-        outcome = _migrate_and_publish(context, repo)
-        _finish(context, outcome)
-        return outcome
-    return Outcome(notes=[f"event {context.event_name!r} is not handled: nothing to do"])
+    handler = EVENTS.handler(context.event_name)
+    if handler is None:
+        return EventResult(notes=[f"event {context.event_name!r} is not handled: nothing to do"])
+    return handler(context, gh.get_repo(context.repository))
 
 
-def _push_to_default(context: RunContext, repo: Repository) -> bool:
+# --- the events ---------------------------------------------------------------------------------
+
+
+@EVENTS.on("workflow_dispatch", webhook=False)  # an App's delivery of it is someone else's run
+def on_dispatch(context: RunContext, repo: Repository) -> EventResult:
+    """The workflow started by hand: migrate the default branch."""
+    result = _migrate_and_publish(context, repo)
+    _finish(context, result)
+    return result
+
+
+@EVENTS.on("push")
+def on_push(context: RunContext, repo: Repository) -> EventResult:
+    """A push to the default branch: migrate it again."""
     # PyTPU's own push to pytpu/migrate must not start another run.
-    return context.payload.get("ref") == f"refs/heads/{repo.default_branch}"
+    if context.payload.get("ref") != f"refs/heads/{repo.default_branch}":
+        return EventResult(notes=["push to another branch: nothing to do"])
+    return on_dispatch(context, repo)
 
 
-def _on_comment(context: RunContext, repo: Repository) -> Outcome:
+@EVENTS.on("issue_comment")
+def on_comment(context: RunContext, repo: Repository) -> EventResult:
+    """A `/pytpu` command on the first line of a new comment on an issue."""
     payload = context.payload
     if payload.get("action") != "created" or "pull_request" in payload.get("issue", {}):
-        return Outcome(notes=["not a new comment on an issue: ignored"])
+        return EventResult(notes=["not a new comment on an issue: ignored"])
     body = payload.get("comment", {}).get("body")
     issue = repo.get_issue(payload["issue"]["number"])
+    login = payload["comment"]["user"]["login"]
     try:
         parsed = slash.parse(body)
     except slash.CommandError as exc:
-        if not _may_write(repo, payload["comment"]["user"]["login"]):
-            return Outcome(notes=["not a valid command, from someone without write access"])
+        if not _may_write(repo, login):
+            return EventResult(notes=["not a valid command, from someone without write access"])
         issue.create_comment(f"{exc}.\n\n{slash.HELP}")
-        return Outcome(notes=[str(exc)])
+        return EventResult(notes=[str(exc)])
     if parsed is None:
-        return Outcome(notes=["not a command: ignored"])
-    login = payload["comment"]["user"]["login"]
+        return EventResult(notes=["not a command: ignored"])
     if not _may_write(repo, login):
         issue.create_comment(
             f"Thanks @{login}! Only people with write access to this repository can run "
             "`/pytpu` commands, so nothing was run. A maintainer can comment `/pytpu migrate`."
         )
-        return Outcome(notes=[f"{login} has no write access: replied, nothing ran"])
+        return EventResult(notes=[f"{login} has no write access: replied, nothing ran"])
     comment = issue.get_comment(payload["comment"]["id"])
     comment.create_reaction("eyes")
-    if parsed.name == "help":
-        issue.create_comment(slash.HELP)
-        return Outcome(notes=["help"])
-    try:
-        outcome = _migrate_and_publish(context, repo)
-    except Exception as exc:  # the reply must say what failed, whatever it was
-        message = _failure_text(exc, context)
-        log.error("%s", message)
-        failed = Outcome(ran=True, exit_code=1, notes=[message])
-        _finish(context, failed)
-        issue.create_comment(message)
-        comment.create_reaction("confused")
-        return failed
-    if outcome.pr_number is not None:
-        comment.create_reaction("rocket")
-    issue.create_comment("\n\n".join(outcome.notes))
-    _finish(context, outcome)
-    return outcome
+    return COMMAND_HANDLERS[parsed.name](context, repo, issue, comment)
 
 
 def _may_write(repo: Repository, login: str) -> bool:
@@ -116,7 +108,59 @@ def _may_write(repo: Repository, login: str) -> bool:
         raise
 
 
-def _migrate_and_publish(context: RunContext, repo: Repository) -> Outcome:
+# --- the `/pytpu` commands, from a collaborator with write access --------------------------------
+
+CommandHandler = Callable[[RunContext, Repository, Issue, IssueComment], EventResult]
+COMMAND_HANDLERS: dict[str, CommandHandler] = {}
+
+
+def on_command(name: str) -> Callable[[CommandHandler], CommandHandler]:
+    """Register the decorated function as what `/pytpu NAME` runs."""
+    if name not in slash.COMMANDS:
+        raise ValueError(f"/pytpu {name}: not in command.COMMANDS, so nobody could run it")
+
+    def register(handler: CommandHandler) -> CommandHandler:
+        COMMAND_HANDLERS[name] = handler
+        return handler
+
+    return register
+
+
+@on_command("help")
+def _help(
+    context: RunContext, repo: Repository, issue: Issue, comment: IssueComment
+) -> EventResult:
+    issue.create_comment(slash.HELP)
+    return EventResult(notes=["help"])
+
+
+@on_command("migrate")
+def _migrate(
+    context: RunContext, repo: Repository, issue: Issue, comment: IssueComment
+) -> EventResult:
+    try:
+        result = _migrate_and_publish(context, repo)
+    except Exception as exc:  # the reply must say what failed, whatever it was
+        message = _failure_text(exc, context)
+        log.error("%s", message)
+        failed = EventResult(ran=True, exit_code=1, notes=[message])
+        _finish(context, failed)
+        issue.create_comment(message)
+        comment.create_reaction("confused")
+        return failed
+    if result.pr_number is not None:
+        comment.create_reaction("rocket")
+    issue.create_comment("\n\n".join(result.notes))
+    _finish(context, result)
+    return result
+
+
+# --- the main job on a clone, and its pull request ------------------------------------------------
+
+
+def _migrate_and_publish(context: RunContext, repo: Repository) -> EventResult:
+    from pytpu.engine import migrate  # the engine's pipeline loads torch: only when it runs
+
     base = repo.default_branch
     with tempfile.TemporaryDirectory(prefix="pytpu-bot-", dir=context.workdir) as scratch:
         checkout = Path(scratch) / repo.name
@@ -127,7 +171,7 @@ def _migrate_and_publish(context: RunContext, repo: Repository) -> Outcome:
         try:
             result = migrate.migrate(checkout)
         except migrate.BranchTaken as exc:
-            return Outcome(
+            return EventResult(
                 ran=True,
                 exit_code=1,
                 notes=[
@@ -138,31 +182,40 @@ def _migrate_and_publish(context: RunContext, repo: Repository) -> Outcome:
         tip = clone.heads[gitrepo.BRANCH].commit.hexsha
         if tip != expected:
             gitremote.push(clone, context.server_url, context.token, expected)
-        verdict = markdown.verdict_line(result.document)
-        body = github_api.fit_body(result.markdown, context.run_url)
-        pull, created = github_api.open_or_update_pull(repo, base, body)
-        github_api.post_status(repo, tip, result.exit_code == 0, verdict, context.run_url)
-    summary = result.document["verdict"]
-    speedup = summary.get("speedup")
+        pull, created = _publish(context, repo, base, result, tip)
+    return _published(result, pull, created, pushed=tip != expected)
+
+
+def _publish(
+    context: RunContext, repo: Repository, base: str, result: Result, tip: str
+) -> tuple[PullRequest, bool]:
+    """The pull request opened or its body updated, and the verdict as the tip's status."""
+    body = github_api.fit_body(result.markdown, context.run_url)
+    pull, created = github_api.open_or_update_pull(repo, base, body)
+    github_api.post_status(repo, tip, result.exit_code == 0, result.headline, context.run_url)
+    return pull, created
+
+
+def _published(result: Result, pull: PullRequest, created: bool, pushed: bool) -> EventResult:
+    verdict = result.verdict
     done = "Opened" if created else "Updated"
-    unchanged = " (no new commits: the result is the same)" if tip == expected else ""
-    return Outcome(
+    unchanged = "" if pushed else " (no new commits: the result is the same)"
+    return EventResult(
         ran=True,
         exit_code=result.exit_code,
         pr_number=pull.number,
         pr_url=pull.html_url,
-        parity=f"{summary['passed_both']}/{summary['total']}",
-        speedup="" if speedup is None else f"{speedup:.2f}",
-        notes=[f"{done} #{pull.number}{unchanged}: {verdict}", _summary_markdown(result)],
+        parity=verdict.fraction,
+        speedup="" if verdict.speedup is None else f"{verdict.speedup:.2f}",
+        notes=[f"{done} #{pull.number}{unchanged}: {result.headline}", _summary_markdown(result)],
         report=result.markdown,
     )
 
 
-def _summary_markdown(result: migrate.Result) -> str:
-    regressions = [r["id"] for r in result.document["parity"]["tests"] if r["regression"]]
-    if not regressions:
+def _summary_markdown(result: Result) -> str:
+    if not result.regressed_tests:
         return "Every test that passed before the migration passes after it."
-    listed = "\n".join(f"- `{r}`" for r in regressions[:10])
+    listed = "\n".join(f"- `{r}`" for r in result.regressed_tests[:10])
     return f"These tests passed before the migration and fail after it:\n{listed}"
 
 
@@ -176,14 +229,14 @@ def _failure_text(exc: Exception, context: RunContext) -> str:
     return f"PyTPU could not finish `/pytpu migrate`: {what}.{link}"
 
 
-def _finish(context: RunContext, outcome: Outcome) -> None:
+def _finish(context: RunContext, result: EventResult) -> None:
     write_outputs(
         context,
         {
-            "pr-number": "" if outcome.pr_number is None else str(outcome.pr_number),
-            "pr-url": outcome.pr_url or "",
-            "parity": outcome.parity or "",
-            "speedup": outcome.speedup or "",
+            "pr-number": "" if result.pr_number is None else str(result.pr_number),
+            "pr-url": result.pr_url or "",
+            "parity": result.parity or "",
+            "speedup": result.speedup or "",
         },
     )
-    write_summary(context, outcome.report or "\n\n".join(outcome.notes))
+    write_summary(context, result.report or "\n\n".join(result.notes))

@@ -3,7 +3,8 @@
 Each delivery is checked before anything else: its X-Hub-Signature-256 must be the HMAC-SHA256 of
 the raw body with the shared secret (compared in constant time), and its X-GitHub-Delivery ID must
 be new (GitHub signs no timestamp, so the ID is the only guard against a replayed delivery).
-Accepted events are answered 202 at once and handled one at a time in a worker thread.
+The events accepted are those of the bot's table (`bot/events.py`, given by `pytpu serve`);
+they are answered 202 at once and handled one at a time in a worker thread.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 log = logging.getLogger("pytpu.bot.webhook")
-HANDLED_EVENTS = ("issue_comment", "push", "ping")
+PING = "ping"  # GitHub's test delivery when a hook is made: answered, never queued
 # Delivery IDs remembered; GitHub redelivers within days, far fewer than this many deliveries.
 REMEMBERED = 10_000
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
@@ -57,11 +58,14 @@ Handler = Callable[[str, dict[str, Any]], Any]
 class WebhookApp:
     """A WSGI application: verify, de-duplicate, queue."""
 
-    def __init__(self, secret: str, handler: Handler, start_worker: bool = True):
+    def __init__(
+        self, secret: str, handler: Handler, events: Collection[str], start_worker: bool = True
+    ):
         if not secret:
             raise ValueError("a webhook secret is required: unsigned deliveries are refused")
         self.secret = secret
         self.handler = handler
+        self.events = frozenset(events)  # the events `handler` handles
         self.deliveries = Deliveries()
         self.jobs: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         if start_worker:
@@ -102,12 +106,12 @@ class WebhookApp:
             return "400 Bad Request", "missing X-GitHub-Delivery"
         if not self.deliveries.first_time(delivery):
             return "200 OK", f"delivery {delivery} was already received: ignored"
-        if event not in HANDLED_EVENTS:
+        if event not in self.events and event != PING:
             return "202 Accepted", f"event {event!r} is not handled: ignored"
         try:
             payload = json.loads(body)
         except ValueError:
             return "400 Bad Request", "the body is not JSON"
-        if event != "ping":
+        if event != PING:
             self.jobs.put((event, payload))
         return "202 Accepted", f"{event} queued"

@@ -4,35 +4,36 @@ knowledge-base commands.
 Exit codes follow black and ruff: 0 when there is nothing to do, 1 under `--check` when there is,
 2 for a usage error, a malformed knowledge base or an internal error. Other packages add commands
 through the `pytpu.commands` entry-point group, so the engine never imports them.
+
+Start-up is kept short: importing this module loads typer and the standard library only; each
+command imports what it uses (the rewriter, the test generator, torch, rich) when it runs.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
 import typer.main
-from rich.console import Console
-from rich.markdown import Markdown
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
 
-from pytpu.engine import testgen
-from pytpu.engine.reporting import review
-from pytpu.engine.rewriter import checkout, kb, kbdocs
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from pytpu.engine.rewriter.checkout import RunResult
 
 PLUGIN_GROUP = "pytpu.commands"
 # Below this many files a run is quick enough that a progress bar would only flicker.
 PROGRESS_MIN_FILES = 20
+# Defaults shown in --help, written here so that --help imports neither the test generator nor
+# the KB: testgen.DEFAULT_OUT and kbdocs.DEFAULT_OUTPUT (a test keeps them equal).
+TESTS_OUT = "tests/pytpu"
+KB_DOCS_OUTPUT = Path("docs/kb.md")
 
 app = typer.Typer(
     name="pytpu",
@@ -52,6 +53,8 @@ app.add_typer(kb_app, name="kb")
 
 
 def _check_target(value: str) -> str:
+    from pytpu.engine.rewriter import checkout
+
     try:
         checkout.parse_target(value)
     except ValueError as exc:  # packaging's InvalidVersion is a ValueError too
@@ -93,6 +96,8 @@ def _err(message: str) -> None:
 
 def _stdout() -> Console:
     """Rich output for stdout; piped or captured, wide enough that table rows stay whole."""
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=160)
@@ -132,6 +137,15 @@ def _progress(label: str) -> Callable[[Iterable[Path], int], Iterable[Path]]:
 
 
 def _track(paths: Iterable[Path], total: int, label: str) -> Iterator[Path]:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -146,6 +160,8 @@ def _track(paths: Iterable[Path], total: int, label: str) -> Iterator[Path]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
+    import json
+
     try:
         path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except OSError as exc:
@@ -154,7 +170,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     _err(f"JSON report written to {path}")
 
 
-def _print_errors(run: checkout.RunResult) -> None:
+def _print_errors(run: RunResult) -> None:
     for result in run.errors:
         _err(f"error: {result.error}")
     if not run.files:
@@ -186,6 +202,9 @@ def rewrite_command(
     """
     if diff and write:
         ctx.fail("--diff and --write cannot be used together: --diff only shows the changes.")
+    from pytpu.engine.reporting import review
+    from pytpu.engine.rewriter import checkout
+
     run = checkout.run(path, target=target, write=write, progress=_progress("Rewriting"))
     _print_errors(run)
     for result in run.changed:
@@ -215,6 +234,9 @@ def analyze_command(
     CUDA-specific sites), the estimated review effort, and the review items as file:line:col.
     With --check the exit code is 1 when anything was found (or a file was skipped with an error).
     """
+    from pytpu.engine.reporting import review
+    from pytpu.engine.rewriter import checkout
+
     run = checkout.run(path, target=target, write=False, progress=_progress("Analyzing"))
     _print_errors(run)
     review.print_analysis(run, _stdout())
@@ -247,7 +269,7 @@ def testgen_command(
     ] = None,
     out: Annotated[
         str, typer.Option("--out", metavar="DIR", help="Where the suite goes, inside PATH.")
-    ] = testgen.DEFAULT_OUT,
+    ] = TESTS_OUT,
     timeout: Annotated[
         float, typer.Option("--timeout", metavar="S", help="Time limit of each program run.")
     ] = 300,
@@ -265,6 +287,8 @@ def testgen_command(
     pytest suite with that data into PATH/tests/pytpu. The suite passes on the original code on
     the CPU, and after migration with PYTPU_DEVICE=xla. Prints what got tests and what did not.
     """
+    from pytpu.engine import testgen
+
     console = _stdout()
     with console.status("") as status:
         try:
@@ -281,6 +305,21 @@ def testgen_command(
             raise typer.Exit(2) from None
     for error in outcome.errors:
         _err(f"warning: {error}")
+    _print_tests_table(outcome, console)
+    tested, untested = len(outcome.tested), len(outcome.untested)
+    _err(
+        f"wrote {outcome.out} in {outcome.seconds['total']:.0f} s: {tested} units tested, "
+        f"{untested} without a test, {outcome.data_bytes / 1024:.0f} KiB of recorded data"
+    )
+    if json_file is not None:
+        _write_json(json_file, {"command": "testgen", **outcome.as_dict()})
+
+
+def _print_tests_table(outcome: Any, console: Console) -> None:
+    """What got tests (and which) and what did not (and why), one row per unit."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=f"Tests for `{outcome.command}`", title_justify="left")
     for column in ("unit", "name", "tests or reason"):
         table.add_column(column)
@@ -289,13 +328,6 @@ def testgen_command(
     for kind, name, reason in outcome.untested:
         table.add_row(kind, name, Text(f"no test: {reason}", style="yellow"))
     console.print(table)
-    tested, untested = len(outcome.tested), len(outcome.untested)
-    _err(
-        f"wrote {outcome.out} in {outcome.seconds['total']:.0f} s: {tested} units tested, "
-        f"{untested} without a test, {outcome.data_bytes / 1024:.0f} KiB of recorded data"
-    )
-    if json_file is not None:
-        _write_json(json_file, {"command": "testgen", **outcome.as_dict()})
 
 
 # --- the main job ----------------------------------------------------------------------------
@@ -331,8 +363,9 @@ def migrate_command(path: RepositoryArgument = Path(".")) -> None:
     writes the report to .pytpu/report.md and .pytpu/report.json. The branch you are on, and your
     working tree, are never changed. Exit code 0 on parity, 1 when a test regressed, 2 on errors.
     """
+    from rich.console import Console
+
     from pytpu.engine import migrate
-    from pytpu.engine.reporting import markdown
 
     console = Console(stderr=True)
     try:
@@ -347,7 +380,7 @@ def migrate_command(path: RepositoryArgument = Path(".")) -> None:
     }
     _err(f"branch {migrate.gitrepo.BRANCH}: {words[result.status]}")
     _err(f"report: {result.report_dir / 'report.md'}")
-    typer.echo(markdown.verdict_line(result.document))
+    typer.echo(result.headline)
     raise typer.Exit(result.exit_code)
 
 
@@ -364,6 +397,9 @@ def verify_command(
     Prints the parity table, regressions first. Exit code 1 when a test that passes on the
     original code does not pass on the migrated code.
     """
+    from rich.table import Table
+    from rich.text import Text
+
     from pytpu.engine import migrate
 
     try:
@@ -371,26 +407,22 @@ def verify_command(
     except migrate.MigrateError as exc:
         _err(f"pytpu verify: error: {exc}")
         raise typer.Exit(2) from None
-    for problem in outcome["problems"]:
+    checked = outcome.parity
+    for problem in checked.problems:
         _err(f"warning: {problem}")
-    devices = outcome["devices"]
-    table = Table(
-        title_justify="left", title=f"Parity: {devices['baseline']} vs {devices['target']}"
-    )
+    devices = checked.devices
+    table = Table(title_justify="left", title=f"Parity: {devices.baseline} vs {devices.target}")
     for column in ("test", "before", "after"):
         table.add_column(column)
-    for row in outcome["parity"]["tests"]:
-        style = "red" if row["regression"] else None
-        table.add_row(row["id"], row["baseline"], Text(row["target"], style=style or ""))
+    for row in checked.rows:
+        style = "red" if row.regression else None
+        table.add_row(row.id, row.baseline, Text(row.target, style=style or ""))
     _stdout().print(table)
-    verdict = outcome["verdict"]
-    _err(
-        f"parity {verdict['passed_both']}/{verdict['total']}, "
-        f"{verdict['regressions']} regression(s)"
-    )
+    verdict = checked.counts
+    _err(f"parity {verdict.fraction}, {verdict.regressions} regression(s)")
     if json_file is not None:
-        _write_json(json_file, {"command": "verify", **outcome})
-    raise typer.Exit(1 if verdict["regressions"] else 0)
+        _write_json(json_file, {"command": "verify", **outcome.as_dict()})
+    raise typer.Exit(1 if verdict.regressions else 0)
 
 
 # --- the knowledge base ----------------------------------------------------------------------
@@ -399,6 +431,11 @@ def verify_command(
 @kb_app.command("list")
 def kb_list() -> None:
     """List every rule: ID, PYTPU code, family, applicability and title."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from pytpu.engine.rewriter import kb
+
     knowledge = kb.default()
     table = Table(title=f"{len(knowledge.rules)} rules")
     for header in ("ID", "Code", "Family", "Applicability", "Title"):
@@ -416,6 +453,13 @@ def kb_show(
     ],
 ) -> None:
     """Show one rule: what it matches, what it does, why, what to do, and its examples."""
+    import difflib
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from pytpu.engine.rewriter import kb, kbdocs
+
     knowledge = kb.default()
     rule = knowledge.find(key) or knowledge.find(key.upper())
     if rule is None:
@@ -436,25 +480,28 @@ def kb_show(
 def kb_docs(
     output: Annotated[
         Path, typer.Option("--output", "-o", metavar="FILE", help="Where the reference page goes.")
-    ] = kbdocs.DEFAULT_OUTPUT,
+    ] = KB_DOCS_OUTPUT,
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit with 1 if the page is out of date.")
     ] = False,
 ) -> None:
-    """Generate the knowledge-base reference page (docs/kb.md) from kb/*.yaml."""
-    text = kbdocs.render()
-    if kbdocs.is_current(output, text):
-        _err(f"{output} is up to date")
-        return
-    if check:
-        again = "pytpu kb docs"
-        if output != kbdocs.DEFAULT_OUTPUT:
-            again += f" --output {output}"
-        _err(f"{output} is out of date with the knowledge base; run `{again}`")
-        raise typer.Exit(1)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8", newline="\n")
-    _err(f"wrote {output} ({len(kb.default().rules)} rules)")
+    """Generate the knowledge-base reference page (docs/kb.md) from kb/*.yaml, and the
+    vocabulary's parts of kb/schema.json from the rule vocabulary."""
+    from pytpu.engine.rewriter import kb, kbdocs
+
+    for path, make in kbdocs.generated_files(output):
+        text = make()
+        if kbdocs.is_current(path, text):
+            _err(f"{path} is up to date")
+            continue
+        if check:
+            again = "pytpu kb docs" + (f" --output {output}" if output != KB_DOCS_OUTPUT else "")
+            _err(f"{path} is out of date with the knowledge base; run `{again}`")
+            raise typer.Exit(1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+        kb.schema.cache_clear()  # the page is made with the schema just written
+        _err(f"wrote {path}")
 
 
 # --- commands from other packages ------------------------------------------------------------
@@ -525,13 +572,19 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def _is_kb_error(exc: Exception) -> bool:
+    """A malformed knowledge base; only possible once a command has loaded it."""
+    kb = sys.modules.get("pytpu.engine.rewriter.kb")
+    return kb is not None and isinstance(exc, kb.KBError)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     try:
         build_cli().main(args=list(argv) if argv is not None else None, prog_name="pytpu")
-    except kb.KBError as exc:
-        _fail(f"the knowledge base cannot be used: {exc}")
     except Exception as exc:
+        if _is_kb_error(exc):
+            _fail(f"the knowledge base cannot be used: {exc}")
         if os.environ.get("PYTPU_DEBUG"):
             raise
         _fail(

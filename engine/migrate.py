@@ -5,6 +5,11 @@ behaviour tests (PyTPU)"), the KB's rewrites are committed on top ("Migrate to P
 (PyTPU)"), the suite runs on the original code (the tests commit) and on the migrated code, the
 training step is timed on both, and the report is written to `.pytpu/`. All of it happens in
 temporary worktrees; only the branch `pytpu/migrate` moves, and only over PyTPU's own commits.
+
+`migrate()` is the sequence of the stages below. Each stage is a function that returns a typed
+result (a dataclass of this module) and hands it to the next; `Stages` holds them all, the report
+(`reporting.document.build`) is built from it, and `Result` is what the callers (the CLI, the bot)
+read: typed attributes, never keys of the report's dictionary.
 """
 
 from __future__ import annotations
@@ -13,19 +18,20 @@ import json
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import git
 
 from pytpu.engine import config as config_module
 from pytpu.engine import gitrepo, testgen
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.rewriter import checkout
-from pytpu.engine.testgen.record import pytpu_support
 from pytpu.engine.verify import benchmark, parity
+from pytpu.runtime import support
 
 TESTS_MESSAGE = "Add behaviour tests (PyTPU)"
 MIGRATION_MESSAGE = "Migrate to PyTorch/XLA (PyTPU)"
@@ -43,22 +49,220 @@ class BranchTaken(MigrateError):
     """`pytpu/migrate` holds commits PyTPU did not make; they are never overwritten."""
 
 
-@dataclass
-class Result:
-    document: dict[str, Any]
-    markdown: str
+# --- what each stage hands to the next ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    """What the run starts from: the repository at its last commit, and its settings."""
+
+    root: Path
+    repo: git.Repo
+    base: git.Commit
+    branch: str | None  # the branch checked out; None on a detached HEAD
+    previous: list[git.Commit]  # PyTPU's commits already on pytpu/migrate
+    settings: config_module.Config
+
+
+@dataclass(frozen=True)
+class GeneratedTests:
+    """The generated behaviour tests, committed on the base: "Add behaviour tests (PyTPU)"."""
+
+    generated: testgen.GenerationResult
+    commit: git.Commit
+
+
+@dataclass(frozen=True)
+class MigrationCommit:
+    """The KB's rewrites, committed on the tests: "Migrate to PyTorch/XLA (PyTPU)"."""
+
+    run: checkout.RunResult
+    commit: git.Commit
+
+
+@dataclass(frozen=True)
+class ParityRow:
+    """One test on both sides: its outcome on the original code and on the migrated code."""
+
+    id: str
+    suite: str  # generated | repository
+    baseline: str  # passed | failed | error | skipped | missing
+    target: str
+    regression: bool  # passed on the original code, not on the migrated code
+    message: str | None  # the first line of its failure
+
+
+@dataclass(frozen=True)
+class ParityCounts:
+    """Parity N/N counts the tests that pass on the original code."""
+
+    status: str  # parity | regressed | no tests
+    passed_both: int
+    total: int
+    regressions: int
+
+    @property
+    def fraction(self) -> str:
+        """`18/18`: the tests that pass on both sides, of those that pass on the original."""
+        return f"{self.passed_both}/{self.total}"
+
+
+@dataclass(frozen=True)
+class Verdict(ParityCounts):
+    """The run's verdict: the parity counts and the speedup (None when no benchmark ran)."""
+
+    speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class Devices:
+    """How the report names the two sides' devices."""
+
+    baseline: str  # `CPU (torch 2.9.0)`
+    target: str  # `XLA on the CPU (torch_xla 2.9.0, PJRT_DEVICE=CPU)`
+
+
+@dataclass(frozen=True)
+class ParityRun:
+    """The parity stage: every test on the original code and on the migrated code."""
+
+    section: dict[str, Any]  # the report's `parity` section, as `parity.compare` makes it
+    rows: tuple[ParityRow, ...]  # the same tests, regressions first
+    counts: ParityCounts
+    devices: Devices
+    problems: list[str]
+
+    @classmethod
+    def of(cls, before: parity.SideRun, after: parity.SideRun, baseline_device: str) -> ParityRun:
+        """The one place where the verify stage's dictionaries become typed."""
+        table = parity.compare(before, after)
+        return cls(
+            section=table,
+            rows=tuple(ParityRow(**row) for row in table["tests"]),
+            counts=ParityCounts(**parity.verdict(table)),
+            devices=Devices(**parity.device_names(baseline_device)),
+            problems=before.problems + after.problems,
+        )
+
+    @property
+    def regressed_tests(self) -> list[str]:
+        """The ids of the tests that passed before the migration and fail after it."""
+        return [row.id for row in self.rows if row.regression]
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """The benchmark stage: the training step timed on both sides."""
+
+    section: dict[str, Any]  # the report's `benchmark` section, as `benchmark.compare` makes it
+    speedup: float | None  # the original's median step over the migrated one's; None if failed
+
+
+@dataclass(frozen=True)
+class BranchUpdate:
+    """What becomes of `pytpu/migrate`: created, updated or unchanged, and its tip."""
+
     status: str  # created | updated | unchanged
+    tip: git.Commit  # the migration commit the branch points at once the report is made
+    name: str = gitrepo.BRANCH
+
+    @property
+    def commits(self) -> list[git.Commit]:
+        """The branch's two commits: the tests, then the migration."""
+        return [self.tip.parents[0], self.tip]
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Every stage's result: what the report is built from."""
+
+    start: Start
+    tests: GeneratedTests
+    migration: MigrationCommit
+    parity: ParityRun
+    benchmark: BenchmarkRun
+    branch: BranchUpdate
+    timings: dict[str, float]  # stage -> seconds, and the total
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict(**asdict(self.parity.counts), speedup=self.benchmark.speedup)
+
+    @property
+    def problems(self) -> list[str]:
+        rewrite_errors = [f.error for f in self.migration.run.errors if f.error]
+        return self.tests.generated.errors + rewrite_errors + self.parity.problems
+
+    @property
+    def reproduce(self) -> list[str]:
+        return _reproduce(self.start.settings)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `migrate` did, for the CLI and the bot: the report as written to `.pytpu/`, and the
+    facts they act on as typed attributes."""
+
+    document: dict[str, Any]  # report.json
+    markdown: str  # report.md: the pull request's body
+    headline: str  # the verdict line: `PyTPU: parity 5/5, speedup x1.52 (CPU → XLA on the CPU)`
+    verdict: Verdict
+    regressed_tests: list[str]  # the ids of the tests that passed before and fail after
+    status: str  # created | updated | unchanged: what became of the branch
     report_dir: Path
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.document["verdict"]["status"] == "regressed" else 0
+        return 1 if self.verdict.status == "regressed" else 0
 
 
 StageCallback = Callable[[str, str, float | None], None]  # stage, "start" | "done", seconds
+T = TypeVar("T")
+
+
+# --- the stages, in order ----------------------------------------------------------------------
 
 
 def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
+    """The stages in order: checks, tests (generated and committed), rewrite (committed), parity,
+    benchmark, then the branch and the report. A new stage is a function here that returns a
+    dataclass, a field of `Stages`, and a line below. MigrateError (BranchTaken) when it cannot
+    start; nothing of the user's has changed then."""
+    start = _start(path)
+    clock = _Clock(on_stage)
+    with gitrepo.worktree(start.repo, start.base) as work:
+        tests = clock.run("tests", _generate_tests, start.settings, work)
+        migration = clock.run("rewrite", _rewrite, start.settings, work)
+        with gitrepo.worktree(start.repo, tests.commit) as original:
+            checked = clock.run("parity", _parity, start.settings, original, work)
+            timed = clock.run("benchmark", _benchmark, start.settings, tests, original, work)
+    branch = _branch_update(start, migration.commit)
+    return _report(Stages(start, tests, migration, checked, timed, branch, clock.finish()))
+
+
+class _Clock:
+    """Times each stage, and tells `on_stage` when one starts and when it is done."""
+
+    def __init__(self, on_stage: StageCallback):
+        self.on_stage = on_stage
+        self.timings: dict[str, float] = {}
+        self.started = time.perf_counter()
+
+    def run(self, name: str, stage: Callable[..., T], *args: Any) -> T:
+        self.on_stage(name, "start", None)
+        began = time.perf_counter()
+        result = stage(*args)
+        self.timings[name] = time.perf_counter() - began
+        self.on_stage(name, "done", self.timings[name])
+        return result
+
+    def finish(self) -> dict[str, float]:
+        self.timings["total"] = time.perf_counter() - self.started
+        return self.timings
+
+
+def _start(path: Path) -> Start:
+    """The checks before anything runs: a clean repository, PyTPU's branch, the settings."""
     root = path.resolve()
     try:
         repo = gitrepo.open_clean(root)
@@ -69,111 +273,101 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
         raise BranchTaken(str(exc)) from None
     except (gitrepo.GitError, config_module.ConfigError) as exc:
         raise MigrateError(str(exc)) from None
-    start_branch = None if repo.head.is_detached else repo.active_branch.name
-    timings: dict[str, float] = {}
-    problems: list[str] = []
-    started = time.perf_counter()
+    branch = None if repo.head.is_detached else repo.active_branch.name
+    return Start(root, repo, base, branch, previous, settings)
 
-    @contextmanager
-    def stage(name: str) -> Iterator[None]:
-        on_stage(name, "start", None)
-        began = time.perf_counter()
-        yield
-        timings[name] = time.perf_counter() - began
-        on_stage(name, "done", timings[name])
 
-    with gitrepo.worktree(repo, base) as work:
-        with stage("tests"):
-            try:
-                generated = testgen.generate(
-                    work,
-                    run=settings.run,
-                    out=settings.tests,
-                    timeout=settings.timeout,
-                    tolerance=settings.tolerance,
-                )
-            except testgen.TestgenError as exc:
-                raise MigrateError(f"test generation: {exc}") from None
-            problems += generated.errors
-            tests_commit = gitrepo.commit_paths(
-                work, [settings.tests], TESTS_MESSAGE, _tests_body(generated)
-            )
-        with stage("rewrite"):
-            run = checkout.run(work, target=settings.target, write=True, select=settings.selects)
-            problems += [f.error for f in run.errors if f.error]
-            migration_commit = gitrepo.commit_paths(
-                work, [f.path for f in run.changed], MIGRATION_MESSAGE, _migration_body(run)
-            )
-        with gitrepo.worktree(repo, tests_commit) as original:
-            with stage("parity"):
-                before = parity.run_side(
-                    original, settings.tests, settings.baseline_device, settings.timeout * 2
-                )
-                after = parity.run_side(work, settings.tests, "xla", settings.timeout * 2)
-                problems += before.problems + after.problems
-                table = parity.compare(before, after)
-            with stage("benchmark"):
-                timed = _benchmark(original, work, settings, generated)
-    timings["total"] = time.perf_counter() - started
-
-    status = "created"
-    tip = migration_commit
-    if previous:
-        existing = repo.heads[gitrepo.BRANCH].commit
-        status = "unchanged" if gitrepo.same_change(existing, base, migration_commit) else "updated"
-        tip = existing if status == "unchanged" else migration_commit
-    commits = [tip.parents[0], tip]
-    document = report_document.build(
-        repository={"name": root.name, "path": str(root)},
-        base={"rev": base.hexsha, "short": base.hexsha[:7], "branch": start_branch},
-        branch=gitrepo.BRANCH,
-        commits=[{"sha": c.hexsha, "message": c.summary} for c in commits],
-        target=settings.target,
-        devices=parity.device_names(settings.baseline_device),
-        verdict=parity.verdict(table),
-        parity=table,
-        benchmark=timed,
-        run=run,
-        testgen=generated.as_dict(),
-        reproduce=_reproduce(settings),
-        timings=timings,
-        problems=problems,
+def _generate_tests(settings: config_module.Config, work: Path) -> GeneratedTests:
+    try:
+        generated = testgen.generate(
+            work,
+            run=settings.run,
+            out=settings.tests,
+            timeout=settings.timeout,
+            tolerance=settings.tolerance,
+        )
+    except testgen.TestgenError as exc:
+        raise MigrateError(f"test generation: {exc}") from None
+    body = _tests_body(generated)
+    return GeneratedTests(
+        generated, gitrepo.commit_paths(work, [settings.tests], TESTS_MESSAGE, body)
     )
+
+
+def _rewrite(settings: config_module.Config, work: Path) -> MigrationCommit:
+    run = checkout.run(work, target=settings.target, write=True, select=settings.selects)
+    paths = [f.path for f in run.changed]
+    return MigrationCommit(
+        run, gitrepo.commit_paths(work, paths, MIGRATION_MESSAGE, _migration_body(run))
+    )
+
+
+def _parity(settings: config_module.Config, original: Path, work: Path) -> ParityRun:
+    limit = settings.timeout * 2
+    before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
+    after = parity.run_side(work, settings.tests, "xla", limit)
+    return ParityRun.of(before, after, settings.baseline_device)
+
+
+def _benchmark(
+    settings: config_module.Config, tests: GeneratedTests, original: Path, work: Path
+) -> BenchmarkRun:
+    """The configured benchmark command, else the recorded run, on each side."""
+    command = settings.benchmark_command or tests.generated.command
+    flag = tests.generated.accelerator_flag
+    sides = []
+    for root, device in ((original, settings.baseline_device), (work, "xla")):
+        sides.append(
+            benchmark.measure(
+                root,
+                support.command_for_device(command, flag, device),
+                device,
+                warmup=WARMUP,
+                steps=STEPS,
+                timeout=settings.timeout,
+            )
+        )
+    section = benchmark.compare(command, sides[0], sides[1], WARMUP, STEPS)
+    return BenchmarkRun(section, speedup=section["speedup"])
+
+
+def _branch_update(start: Start, migration: git.Commit) -> BranchUpdate:
+    """Created, or updated, or unchanged when the branch already holds this very result."""
+    if not start.previous:
+        return BranchUpdate("created", migration)
+    existing = start.repo.heads[gitrepo.BRANCH].commit
+    if gitrepo.same_change(existing, start.base, migration):
+        return BranchUpdate("unchanged", existing)
+    return BranchUpdate("updated", migration)
+
+
+def _report(stages: Stages) -> Result:
+    """The report, built and rendered; then the branch moves and the report is written."""
+    root = stages.start.root
+    document = report_document.build(stages)
     page = markdown.render(document, overrides=root / OVERRIDES_DIR)
     # The branch moves only once the report is made: a run that fails leaves it as it was.
-    if status != "unchanged":
-        gitrepo.move_branch(repo, migration_commit)
+    if stages.branch.status != "unchanged":
+        gitrepo.move_branch(stages.start.repo, stages.branch.tip)
     report_dir = root / REPORT_DIR
     gitrepo.ignore_folder(report_dir)
     (report_dir / "report.json").write_text(json.dumps(document, indent=2) + "\n")
     (report_dir / "report.md").write_text(page)
-    return Result(document, page, status, report_dir)
-
-
-def _benchmark(original: Path, work: Path, settings: Any, generated: Any) -> dict[str, Any]:
-    """The configured benchmark command, else the recorded run, on each side."""
-    command = settings.benchmark_command or generated.command
-    flag = generated.accelerator_flag
-    baseline = benchmark.measure(
-        original,
-        pytpu_support.command_for_device(command, flag, settings.baseline_device),
-        settings.baseline_device,
-        warmup=WARMUP,
-        steps=STEPS,
-        timeout=settings.timeout,
+    return Result(
+        document=document,
+        markdown=page,
+        headline=markdown.verdict_line(document),
+        verdict=stages.verdict,
+        regressed_tests=stages.parity.regressed_tests,
+        status=stages.branch.status,
+        report_dir=report_dir,
     )
-    target = benchmark.measure(
-        work,
-        pytpu_support.command_for_device(command, flag, "xla"),
-        "xla",
-        warmup=WARMUP,
-        steps=STEPS,
-        timeout=settings.timeout,
-    )
-    return benchmark.compare(command, baseline, target, WARMUP, STEPS)
 
 
-def _tests_body(generated: testgen.Outcome) -> str:
+# --- the commits' messages and the report's commands ---------------------------------------------
+
+
+def _tests_body(generated: testgen.GenerationResult) -> str:
     tests = sum(len(t) for _, _, t in generated.tested)
     return (
         f"Characterisation tests that pin down what the code does today, recorded from\n"
@@ -190,7 +384,7 @@ def _migration_body(run: checkout.RunResult) -> str:
     return "\n".join(lines)
 
 
-def _reproduce(settings: Any) -> list[str]:
+def _reproduce(settings: config_module.Config) -> list[str]:
     suite = shlex.quote(settings.tests)
     return [
         f"git switch --detach {gitrepo.BRANCH}~1  # the original code with the tests",
@@ -200,7 +394,28 @@ def _reproduce(settings: Any) -> list[str]:
     ]
 
 
-def verify(path: Path, base_rev: str, timeout: float | None = None) -> dict[str, Any]:
+# --- `pytpu verify` ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What `pytpu verify` found: the parity of `base` (original) and the checkout (migrated)."""
+
+    base: str  # the original code's commit
+    parity: ParityRun
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `--json` output."""
+        return {
+            "base": self.base,
+            "devices": asdict(self.parity.devices),
+            "verdict": asdict(self.parity.counts),
+            "parity": self.parity.section,
+            "problems": self.parity.problems,
+        }
+
+
+def verify(path: Path, base_rev: str, timeout: float | None = None) -> Verification:
     """`pytpu verify`: the generated suite (and the repository's own tests) on `base_rev` on the
     baseline device and on the checkout at `path` on XLA. The checkout may have changes."""
     root = path.resolve()
@@ -219,11 +434,4 @@ def verify(path: Path, base_rev: str, timeout: float | None = None) -> dict[str,
             shutil.copytree(root / settings.tests, original / settings.tests)
         before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
     after = parity.run_side(root, settings.tests, "xla", limit)
-    table = parity.compare(before, after)
-    return {
-        "base": base.hexsha,
-        "devices": parity.device_names(settings.baseline_device),
-        "verdict": parity.verdict(table),
-        "parity": table,
-        "problems": before.problems + after.problems,
-    }
+    return Verification(base.hexsha, ParityRun.of(before, after, settings.baseline_device))

@@ -454,6 +454,7 @@ def test_action_runs_pytpu_action_with_its_inputs_through_env() -> None:
     steps = steps_of(load(ACTION))
     install, migrate = steps
     assert install["env"]["PYTPU_SOURCE"] == "${{ github.action_path }}"
+    assert '"$PYTPU_SOURCE/engine/runtime" "$PYTPU_SOURCE"' in install["run"]
     assert install["env"]["PYTPU_VENV"].startswith("${{ runner.temp }}/")
     # The run step uses the interpreter the install step chose (its own venv, or one that has
     # PyTPU already).
@@ -520,7 +521,8 @@ def test_image_installs_git_and_pytpu() -> None:
         if keyword == "RUN"
     )
     assert "apt-get install -y --no-install-recommends git" in runs
-    assert "pip install --no-cache-dir /usr/src/pytpu" in runs
+    # The test runtime PyTPU pins comes from the same copy, in the same pip call.
+    assert "pip install --no-cache-dir /usr/src/pytpu/engine/runtime /usr/src/pytpu" in runs
 
 
 def test_docker_context_leaves_out_local_state() -> None:

@@ -1,29 +1,15 @@
-"""Unit tests of the mutation operators and model-code detection of benchmarks/testgen.py."""
+"""Unit tests of the mutation operators and model-code detection of benchmarks/testgen/."""
 
 from __future__ import annotations
 
 import ast
 import difflib
-import importlib.util
-import sys
 import textwrap
-from pathlib import Path
 
 import libcst as cst
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "testgen.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("benchmark_testgen", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-bt = _load()
+from benchmarks.testgen import line_coverage, model_code, mutants, operators
 
 MODEL = textwrap.dedent(
     """\
@@ -74,12 +60,12 @@ def _changed_lines(before: str, after: str) -> list[tuple[str, str]]:
 
 def _apply_all(source: str, operator: str) -> list[tuple[str, str]]:
     """Every mutant of one operator: checks it parses, then returns its one changed line."""
-    sites = bt.find_sites(source)
+    sites = operators.find_sites(source)
     changes = []
     for index, site in enumerate(sites):
         if site.operator != operator:
             continue
-        mutated = bt.mutate(source, index)
+        mutated = operators.mutate(source, index)
         cst.parse_module(mutated)
         ast.parse(mutated)
         changed = _changed_lines(source, mutated)
@@ -98,7 +84,7 @@ def _new_lines(source: str, operator: str) -> set[str]:
 
 
 def test_model_classes_finds_direct_and_indirect_subclasses_in_any_order():
-    assert bt.model_classes(MODEL) == {"Block", "Net"}
+    assert model_code.model_classes(MODEL) == {"Block", "Net"}
 
 
 def test_model_classes_spellings_and_non_modules():
@@ -121,9 +107,16 @@ def test_model_classes_spellings_and_non_modules():
             class Inner(torch.nn.Module): pass
         """
     )
-    assert bt.model_classes(source) == {"A", "B", "C", "D", "Outer.Inner"}
+    assert model_code.model_classes(source) == {"A", "B", "C", "D", "Outer.Inner"}
     # a model class of another file of the repository, imported by name
-    assert bt.model_classes(source, elsewhere={"Layer"}) == {"A", "B", "C", "D", "F", "Outer.Inner"}
+    assert model_code.model_classes(source, elsewhere={"Layer"}) == {
+        "A",
+        "B",
+        "C",
+        "D",
+        "F",
+        "Outer.Inner",
+    }
 
 
 def test_find_model_code_follows_imports_between_files(tmp_path):
@@ -132,20 +125,20 @@ def test_find_model_code_follows_imports_between_files(tmp_path):
     (tmp_path / "util.py").write_text("class Plain: pass\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_x.py").write_text("import torch\nclass T(torch.nn.Module): pass\n")
-    files = bt.python_files(tmp_path, tmp_path / "tests" / "pytpu")
+    files = model_code.python_files(tmp_path, tmp_path / "tests" / "pytpu")
     assert [p.name for p in files] == ["layers.py", "net.py", "util.py"]
-    found = {p.name: c for p, c in bt.find_model_code(files).items()}
+    found = {p.name: c for p, c in model_code.find_model_code(files).items()}
     assert found == {"layers.py": {"Layer"}, "net.py": {"Net"}}
 
 
 def test_sites_only_in_methods_of_model_classes():
-    sites = bt.find_sites(MODEL)
+    sites = operators.find_sites(MODEL)
     assert {s.cls for s in sites} == {"Block", "Net"}
     lines = MODEL.splitlines()
     for site in sites:
         assert "helper" not in lines[site.line - 1] and "self.size" not in lines[site.line - 1]
         assert not lines[site.line - 1].startswith("class")
-    assert not bt.find_sites(MODEL, classes=set())
+    assert not operators.find_sites(MODEL, classes=set())
 
 
 # ----------------------------------------------------------------------------- operators
@@ -215,7 +208,7 @@ def test_no_flip_of_string_or_list_arithmetic():
 
 
 def test_one_change_per_mutant_and_all_parse():
-    for operator in bt.OPERATORS:
+    for operator in operators.OPERATORS:
         assert _apply_all(MODEL, operator), operator
 
 
@@ -224,26 +217,26 @@ def test_one_change_per_mutant_and_all_parse():
 
 def _candidates():
     return [
-        bt.Mutant(op, "m.py", i, 1, cls, "", i)
+        mutants.Mutant(op, "m.py", i, 1, cls, "", i)
         for i, (op, cls) in enumerate(
-            (op, cls) for op in bt.OPERATORS for cls in ("A", "B") for _ in range(3)
+            (op, cls) for op in operators.OPERATORS for cls in ("A", "B") for _ in range(3)
         )
     ]
 
 
 def test_sample_is_deterministic_and_spread():
-    first = bt.sample(_candidates(), 10, seed=0)
-    again = bt.sample(_candidates(), 10, seed=0)
+    first = mutants.sample(_candidates(), 10, seed=0)
+    again = mutants.sample(_candidates(), 10, seed=0)
     assert [m.line for m in first] == [m.line for m in again]
     assert len(first) == 10
     assert {(m.operator, m.cls) for m in first} == {
-        (op, cls) for op in bt.OPERATORS for cls in ("A", "B")
+        (op, cls) for op in operators.OPERATORS for cls in ("A", "B")
     }
-    assert len(bt.sample(_candidates(), 100, seed=0)) == 30
-    assert bt.sample(_candidates(), 0, seed=0) == []
+    assert len(mutants.sample(_candidates(), 100, seed=0)) == 30
+    assert mutants.sample(_candidates(), 0, seed=0) == []
 
 
 def test_coveragerc_settings(tmp_path):
-    text = bt.coveragerc(tmp_path, tmp_path / "tests" / "pytpu", tmp_path / ".cov")
+    text = line_coverage.coveragerc(tmp_path, tmp_path / "tests" / "pytpu", tmp_path / ".cov")
     assert "parallel = True" in text and f"source = {tmp_path}" in text
     assert f"{tmp_path}/tests/pytpu/*" in text and f"{tmp_path}/**/tests/*" in text

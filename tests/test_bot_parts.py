@@ -1,5 +1,5 @@
-"""The bot's parts that need no server: the slash command, the webhook checks, the token's
-handling and the Actions context."""
+"""The bot's parts that need no server: the slash command, the table of events, the webhook
+checks, the token's handling and the Actions context."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import logging
 
 import pytest
 
-from pytpu.bot import command, context, tokens, webhook
+from pytpu.bot import command, context, events, handle, tokens, webhook
 
 # GitHub's published test vector for X-Hub-Signature-256 (docs: Validating webhook deliveries).
 SECRET, BODY = "It's a Secret to Everybody", b"Hello, World!"
 EXPECTED = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+EVENTS = handle.EVENTS.webhook_events()
 
 
 @pytest.mark.parametrize(
@@ -39,6 +40,51 @@ def test_a_bad_command_says_what_is_valid(body):
         command.parse(body)
 
 
+def test_one_table_of_events_for_the_action_and_the_webhooks():
+    assert handle.EVENTS.events() == {"issue_comment", "push", "workflow_dispatch"}
+    # A webhook's workflow_dispatch is a workflow someone else started: the Action's only.
+    assert EVENTS == {"issue_comment", "push"}
+    assert handle.EVENTS.handler("push") is handle.on_push
+    table = events.EventTable()
+    table.on("push")(handle.on_push)
+    with pytest.raises(ValueError, match="already has a handler"):
+        table.on("push")(handle.on_dispatch)
+
+
+def test_every_command_has_its_handler_and_its_line_in_the_help():
+    assert handle.COMMAND_HANDLERS.keys() == command.COMMANDS.keys()
+    for name in command.COMMANDS:
+        assert f"| `/pytpu {name}` |" in command.HELP
+    with pytest.raises(ValueError, match="COMMANDS"):
+        handle.on_command("deploy")
+
+
+def test_an_event_outside_the_table_is_not_handled(tmp_path):
+    found = context.RunContext(
+        event_name="deployment",
+        payload={},
+        repository="octo/demo",
+        api_url="http://127.0.0.1:1/api/v3",
+        server_url="http://127.0.0.1:1",
+        token="t",
+        workdir=tmp_path,
+    )
+    result = handle.handle(found)
+    assert not result.ran and result.exit_code == 0
+    assert result.notes == ["event 'deployment' is not handled: nothing to do"]
+
+
+def test_the_webhook_accepts_the_tables_events_and_answers_ping():
+    app = webhook.WebhookApp(SECRET, lambda e, p: None, EVENTS, start_worker=False)
+    payload = b"{}"
+    good = webhook.signature(SECRET, payload)
+    status, message = _deliver(app, payload, good, "p-1", event="workflow_dispatch")
+    assert status.startswith("202") and "not handled" in message
+    assert _deliver(app, payload, good, "p-2", event="ping")[0].startswith("202")
+    assert _deliver(app, payload, good, "p-3", event="push")[0].startswith("202")
+    assert [app.jobs.get_nowait()[0]] == ["push"] and app.jobs.empty()
+
+
 def test_signature_matches_githubs_test_vector():
     assert webhook.signature(SECRET, BODY) == EXPECTED
     assert webhook.valid_signature(SECRET, BODY, EXPECTED)
@@ -61,7 +107,9 @@ def _deliver(app, body: bytes, signature: str | None, delivery: str, event: str 
 
 def test_webhook_refuses_bad_or_missing_signatures_and_replays():
     handled = []
-    app = webhook.WebhookApp(SECRET, lambda e, p: handled.append((e, p)), start_worker=False)
+    app = webhook.WebhookApp(
+        SECRET, lambda e, p: handled.append((e, p)), EVENTS, start_worker=False
+    )
     payload = json.dumps({"action": "created"}).encode()
     good = webhook.signature(SECRET, payload)
     assert _deliver(app, payload, None, "d-1")[0].startswith("401")
@@ -78,7 +126,7 @@ def test_webhook_refuses_bad_or_missing_signatures_and_replays():
 
 def test_webhook_requires_a_secret():
     with pytest.raises(ValueError, match="secret"):
-        webhook.WebhookApp("", lambda e, p: None, start_worker=False)
+        webhook.WebhookApp("", lambda e, p: None, EVENTS, start_worker=False)
 
 
 def test_token_is_taken_out_of_the_environment():
@@ -135,7 +183,7 @@ def test_webhook_server_over_http():
             pass
 
     handled = []
-    app = webhook.WebhookApp(SECRET, lambda e, p: handled.append(e))
+    app = webhook.WebhookApp(SECRET, lambda e, p: handled.append(e), EVENTS)
     server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from importlib import metadata
 from pathlib import Path
@@ -402,3 +404,28 @@ def test_progress_bar_only_for_long_runs_in_a_terminal(monkeypatch) -> None:
     wrapped = wrap(paths, len(paths))
     assert wrapped is not paths
     assert list(wrapped) == paths
+
+
+# --- start-up --------------------------------------------------------------------------------
+
+HEAVY_MODULES = ("torch", "torch_xla", "pytpu.engine.testgen")
+
+
+def test_importing_the_cli_loads_neither_torch_nor_the_test_generator() -> None:
+    code = (
+        "import sys\n"
+        "import pytpu.engine.cli\n"
+        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_defaults_shown_in_help_are_the_engine_defaults() -> None:
+    from pytpu.engine import testgen
+    from pytpu.engine.rewriter import kbdocs
+
+    assert cli.TESTS_OUT == testgen.DEFAULT_OUT
+    assert cli.KB_DOCS_OUTPUT == kbdocs.DEFAULT_OUTPUT

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import git
@@ -164,15 +165,17 @@ def test_a_migration_that_breaks_a_test_is_named_with_exit_code_1(tmp_path, monk
         train.write_text(train.read_text().replace("x + self.scale *", "x - self.scale *"))
         return result
 
-    monkeypatch.setattr(migrate.rewrite, "run", breaking_run)
+    monkeypatch.setattr(migrate.checkout, "run", breaking_run)
     result = migrate.migrate(tmp_path / "repo")
     assert result.exit_code == 1
-    verdict = result.document["verdict"]
-    assert verdict["status"] == "regressed" and verdict["regressions"] >= 1
+    assert result.verdict.status == "regressed" and result.verdict.regressions >= 1
+    assert result.document["verdict"] == asdict(result.verdict)  # the report says the same
     rows = result.document["parity"]["tests"]
     flags = [row["regression"] for row in rows]
     assert flags == sorted(flags, reverse=True)  # regressions first
     broken = [row for row in rows if row["regression"]]
     assert any("test_block_forward" in row["id"] and row["target"] == "failed" for row in broken)
+    assert result.regressed_tests == [row["id"] for row in broken]
+    assert result.headline == result.markdown.splitlines()[0].strip("*")
     assert "regression" in result.markdown.lower()
     assert repo.heads.main.commit.summary == "A CUDA program"

@@ -49,7 +49,7 @@ CUDA_POSTLUDE = "\nx = torch.zeros(3).cuda()\ntorch.cuda.synchronize()\n"
 
 @pytest.fixture(scope="module")
 def compiled():
-    return checkout.compiled_kb()
+    return checkout.rule_index()
 
 
 def _compile(text: str) -> None:

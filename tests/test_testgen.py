@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
+import pytpu.runtime
+from pytpu.engine import processes
 from pytpu.engine.testgen import discover, record
+from pytpu.runtime import support
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
 PYTPU = [sys.executable, "-m", "pytpu.engine.cli"]
-support = record.pytpu_support
 
 
 def _pytpu(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600):
@@ -94,7 +96,51 @@ def test_every_unit_the_run_reaches_gets_named_tests(generated):
     assert tested["run with --init=resume"] == ["3 metric lines"]
     assert "would download" in untested["run with --init=hub"]
     assert "def test_program_with_init_resume_metrics_match_recording(program_run):" in program
-    assert 'support.run_program(COMMAND + " --init=resume", timeout=300' in program
+    assert 'suite.run_program(COMMAND + " --init=resume", timeout=300' in program
+
+
+def test_the_suite_holds_its_tests_and_recordings_and_pins_the_runtime(generated):
+    suite = generated / "tests" / "pytpu"
+    files = {p.relative_to(suite).as_posix() for p in suite.rglob("*") if p.is_file()}
+    assert {f for f in files if not f.startswith("data/")} == {
+        "conftest.py",
+        "requirements.txt",
+        "suite.json",
+        "test_program.py",
+        "test_train_py.py",
+    }
+    assert pytpu.runtime.REQUIREMENT == "pytpu-runtime==0.1.0"
+    assert pytpu.runtime.REQUIREMENT in (suite / "requirements.txt").read_text().splitlines()
+    assert "from pytpu.runtime import support" in (suite / "test_train_py.py").read_text()
+
+
+def test_the_runtime_plugin_names_the_device_and_refuses_an_unknown_one(generated, tmp_path):
+    repo = _copy(generated, tmp_path)
+    command = [sys.executable, "-m", "pytest", "tests/pytpu", "--collect-only", "-q"]
+
+    def collect(device: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTPU_DEVICE": device}
+        return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+
+    assert "pytpu: code under test runs on cpu (PYTPU_DEVICE)" in collect("cpu").stdout
+    refused = collect("gpu")
+    assert refused.returncode == 4
+    assert "PYTPU_DEVICE='gpu': use cpu or xla" in refused.stderr
+
+
+def test_a_suite_without_the_runtime_says_what_to_install(generated, tmp_path):
+    repo = _copy(generated, tmp_path)
+    hidden = tmp_path / "hidden" / "pytpu" / "runtime"  # found first: pytpu.runtime fails
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('pytpu-runtime is not installed')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "hidden")}
+    command = [sys.executable, "-m", "pytest", "tests/pytpu", "-p", "no:pytpu"]
+    result = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert (
+        "ERROR: tests/pytpu needs pytpu-runtime==0.1.0 (tests/pytpu/requirements.txt): install"
+        " PyTPU, which brings it, or run `pip install ./engine/runtime` in a PyTPU checkout"
+    ) in result.stderr
 
 
 def test_the_program_never_sees_secrets(generated):
@@ -287,7 +333,7 @@ def test_secrets_stay_out_of_the_programs_environment(monkeypatch):
     for name in ("GITHUB_TOKEN", "INPUT_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"):
         monkeypatch.setenv(name, "x")
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    kept = support.safe_environment()
+    kept = processes.safe_environment()
     assert "PJRT_DEVICE" in kept
     assert not {"GITHUB_TOKEN", "INPUT_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"} & set(kept)
 

@@ -1,4 +1,5 @@
-"""The report document: what the main job did, as data (JSON), from the stages' results.
+"""The report document: what the main job did, as data (JSON), from the stages' typed results
+(`migrate.Stages`); the only place that turns them into the report's dictionary.
 
 `markdown.render` turns it into the page a reviewer reads; the bot posts that page as the pull
 request's body. Nothing here runs anything.
@@ -6,19 +7,21 @@ request's body. Nothing here runs anything.
 
 from __future__ import annotations
 
-import re
+from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytpu.engine.reporting import review as review_items
 from pytpu.engine.rewriter import kbdocs
 from pytpu.engine.rewriter.checkout import RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
 
+if TYPE_CHECKING:  # the pipeline imports this module: its types are for the annotations only
+    from pytpu.engine.migrate import Stages
+    from pytpu.engine.testgen import GenerationResult
+
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
 DOCS_URL = "https://github.com/pytpu/pytpu/blob/main/docs/kb.md"
-# `# PYTPU703: ...` (a review comment; notes read `# PYTPU703 note:` and need no review)
-_REVIEW_COMMENT = re.compile(r"\s*# (PYTPU\d+): ")
 # The report's three counts, as HIPIFY counts converted and unconverted: unknown sites are flagged.
 COUNTED = {CONVERTED: "converted", NOTED: "noted", FLAGGED: "flagged", UNKNOWN: "flagged"}
 
@@ -82,52 +85,46 @@ def review(run: RunResult) -> list[dict[str, Any]]:
 
 
 def _comment_lines(run: RunResult) -> dict[tuple[str, str], list[int]]:
-    """(file, code) -> the lines of that code's review comments in the migrated file, in order."""
+    """(file, code) -> the lines of that code's review comments in the migrated file, in order,
+    as the rewriter recorded them."""
     found: dict[tuple[str, str], list[int]] = {}
     for result in run.files:
-        for number, line in enumerate((result.after or "").splitlines(), start=1):
-            match = _REVIEW_COMMENT.match(line)
-            if match:
-                found.setdefault((result.path, match.group(1)), []).append(number)
+        for comment in result.comments:
+            if comment.needs_review:
+                found.setdefault((result.path, comment.code), []).append(comment.line)
     return found
 
 
-def build(
-    *,
-    repository: dict[str, str],
-    base: dict[str, Any],
-    branch: str,
-    commits: list[dict[str, str]],
-    target: str,
-    devices: dict[str, str],
-    verdict: dict[str, Any],
-    parity: dict[str, Any],
-    benchmark: dict[str, Any],
-    run: RunResult,
-    testgen: dict[str, Any],
-    reproduce: list[str],
-    timings: dict[str, float],
-    problems: list[str],
-) -> dict[str, Any]:
+def tests_generated(generated: GenerationResult) -> dict[str, list[dict[str, Any]]]:
+    """The units that have tests, and those without one and why."""
+    return {
+        "tested": [{"kind": k, "name": n, "tests": t} for k, n, t in generated.tested],
+        "untested": [{"kind": k, "name": n, "reason": r} for k, n, r in generated.untested],
+    }
+
+
+def build(stages: Stages) -> dict[str, Any]:
+    """The report document (what `.pytpu/report.json` holds) from every stage's typed result.
+
+    A new section: its data in a stage's result (`engine/migrate.py`), its key here and in
+    `report.schema.json`, and a partial in `templates/` included from `report.md.j2`."""
+    start, migration = stages.start, stages.migration
     return {
         "version": 1,
         "tool": {"name": "PyTPU", "version": tool_version()},
-        "repository": repository,
-        "base": base,
-        "branch": branch,
-        "commits": commits,
-        "target": target,
-        "devices": devices,
-        "verdict": {**verdict, "speedup": benchmark.get("speedup")},
-        "parity": parity,
-        "benchmark": benchmark,
-        "changes": changes(run),
-        "review": review(run),
-        "tests_generated": {
-            "tested": testgen.get("tested", []),
-            "untested": testgen.get("untested", []),
-        },
-        "reproduce": reproduce,
-        "timings": {k: round(v, 1) for k, v in timings.items()},
-        "problems": problems,
+        "repository": {"name": start.root.name, "path": str(start.root)},
+        "base": {"rev": start.base.hexsha, "short": start.base.hexsha[:7], "branch": start.branch},
+        "branch": stages.branch.name,
+        "commits": [{"sha": c.hexsha, "message": c.summary} for c in stages.branch.commits],
+        "target": start.settings.target,
+        "devices": asdict(stages.parity.devices),
+        "verdict": asdict(stages.verdict),
+        "parity": stages.parity.section,
+        "benchmark": stages.benchmark.section,
+        "changes": changes(migration.run),
+        "review": review(migration.run),
+        "tests_generated": tests_generated(stages.tests.generated),
+        "reproduce": stages.reproduce,
+        "timings": {k: round(v, 1) for k, v in stages.timings.items()},
+        "problems": stages.problems,
     }

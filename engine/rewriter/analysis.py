@@ -108,6 +108,12 @@ class FileAnalysis:
         # Types are compared with `is`: libcst's node classes are ABCs, and isinstance on them
         # is the slowest thing a walk over every node can do.
         kind = type(node)
+        if kind is cst.Name:  # the most common node, and a leaf: its own short path
+            self._on_name(node)
+            if id(node) not in self.claimed and (kind in self.offered or id(node) in self.marks):
+                self._match(node, kind)
+            self.order += 1
+            return
         if kind is cst.Import or kind is cst.ImportFrom:
             self._record_import(node)
             self._match(node, kind)
@@ -126,9 +132,15 @@ class FileAnalysis:
         opens_scope = kind in _SCOPES
         if opens_scope:
             self._set_scope((*self.scope, id(node)))
-        for name, child in _children(node):
-            if name not in _NOT_USES:
-                self._visit(child)
+        visit, is_node = self._visit, patterns.is_node
+        for name in _child_fields(kind):
+            value = getattr(node, name)
+            if type(value) is tuple or type(value) is list:
+                for item in value:
+                    if is_node(item):
+                        visit(item)
+            elif is_node(value):
+                visit(value)
         if opens_scope:
             self._set_scope(self.scope[:-1])
         self.path.pop()
@@ -194,7 +206,6 @@ class FileAnalysis:
             cst.Global: self._on_global,
             cst.Nonlocal: self._on_global,
             cst.DictElement: self._on_dict_element,
-            cst.Name: self._on_name,
             cst.Expr: self._on_expr,
             cst.If: self._on_if,
         }
@@ -486,16 +497,17 @@ class FileAnalysis:
         return tuple(n for case in self.index.cases.get("namespace", ()) for n in case.names)
 
 
-def _children(node: cst.CSTNode):
-    is_node = patterns.is_node
-    for name in patterns.fields_of(type(node)):
-        value = getattr(node, name)
-        if type(value) is tuple or type(value) is list:
-            for item in value:
-                if is_node(item):
-                    yield name, item
-        elif is_node(value):
-            yield name, value
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    """The fields of a node type that hold the code below it, less those whose names are not
+    uses of a name (`x.attr`, `f(keyword=...)`)."""
+    names = _CHILD_FIELDS.get(node_type)
+    if names is None:
+        fields = patterns.fields_of(node_type)
+        names = _CHILD_FIELDS[node_type] = tuple(n for n in fields if n not in _NOT_USES)
+    return names
 
 
 def _last(items: list[str], value: str) -> int:

@@ -98,10 +98,9 @@ class RuleIndex:
                     words = {frozenset(patterns.node_names(p)) for p in case.patterns}
                 else:
                     words = {case.kind.words(case)}
-                if case.context is not None and case.context.words is not None:
-                    # the case applies only where its context holds: the file needs both
-                    context = case.context.words(self.kb)
-                    words = {w | c for w in words for c in context}
+                for needed in _required_words(case, self.kb):
+                    # the case applies only where its context or condition holds: both words
+                    words = {w | n for w in words for n in needed}
                 alternatives.update(words)
         for case in self.cases.get("engine", ()):
             alternatives.update(case.analysis.words(self.kb))
@@ -122,6 +121,17 @@ class RuleIndex:
 
     def may_match(self, text: str) -> bool:
         return any(all(word in text for word in words) for words in self.alternatives)
+
+
+def _required_words(case: RuleCase, kb: KnowledgeBase) -> list[set[frozenset[str]]]:
+    """Alternatives of words that the case's context and `where:` conditions need."""
+    needed = []
+    if case.context is not None and case.context.words is not None:
+        needed.append(case.context.words(kb))
+    for condition, parameter in case.where.values():
+        if condition.words is not None:
+            needed.append(condition.words(parameter))
+    return needed
 
 
 def _specificity(case: RuleCase, pattern: cst.CSTNode) -> int:

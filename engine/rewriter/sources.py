@@ -43,7 +43,7 @@ SKIPPED_DIRS = frozenset(
     }
 )
 # A suite written by `pytpu testgen`.
-GENERATED_SUITE_MARKERS = ("suite.json", "pytpu_support.py")
+GENERATED_SUITE_MARKERS = ("suite.json", "requirements.txt")
 ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")
 
 

@@ -1,7 +1,7 @@
 """What the repository's code offers to test, read from its source: module classes, training steps,
 and the short command that runs the program.
 
-Recording (pytpu_harness.py) sees what the program really calls; this static view is what it is
+Recording (pytpu.runtime.harness) sees what the program really calls; this static view is what it is
 checked against, so that the summary can name every module class and training step that got no
 test, and why.
 """

@@ -15,7 +15,8 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,9 @@ class TestgenError(Exception):
 
 
 @dataclass
-class Outcome:
+class GenerationResult:
+    """What `pytpu testgen` made: the units with tests, those without and why, its timings."""
+
     tested: list[tuple[str, str, list[str]]] = field(default_factory=list)  # kind, name, tests
     untested: list[tuple[str, str, str]] = field(default_factory=list)  # kind, name, reason
     command: str = ""
@@ -65,28 +68,23 @@ def generate(
     max_unit_bytes: int = 1 << 20,
     stage: Callable[[str], None] = lambda _: None,
     tolerance: float = 1.0,
-) -> Outcome:
+) -> GenerationResult:
     root = root.resolve()
     out_dir = (root / out).resolve()
     if root not in out_dir.parents:
         raise TestgenError(f"--out {out}: the suite must live inside the repository")
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / "suite.json").exists():
         raise TestgenError(f"{out_dir}: exists and was not written by PyTPU; choose another --out")
-    outcome = Outcome(out=out_dir)
+    result = GenerationResult(out=out_dir)
     started = time.perf_counter()
     inventory = discover.inventory(root, out_dir)
-    outcome.errors.extend(inventory.errors)
+    result.errors.extend(inventory.errors)
     command = discover.run_command(root, run, out_dir)
     if command is None:
         raise TestgenError(f"{root}: no script to run found; give the short command with --run")
-    outcome.command = command.command
-    outcome.accelerator_flag = command.accelerator_flag
-    variants, not_run = discover.setting_variants(root, command)
-    for variant in variants[discover.MAX_VARIANTS :]:
-        not_run.append((variant, f"not tried (at most {discover.MAX_VARIANTS} per generation)"))
-    variants = variants[: discover.MAX_VARIANTS]
-    for variant, reason in not_run:
-        outcome.untested.append(("program", variant.title, reason))
+    result.command = command.command
+    result.accelerator_flag = command.accelerator_flag
+    variants = _variants_to_try(root, command, result)
     runs = f" and {len(variants)} variant(s)" if variants else ""
     stage(f"recording `{command.command}`{runs} twice")
     try:
@@ -95,40 +93,64 @@ def generate(
         )
     except record.RecordingFailed as exc:
         raise TestgenError(str(exc)) from None
-    outcome.seconds["record"] = max(first.seconds, second.seconds)
-    plan = _plan(root, out_dir, command, timeout, first, second, inventory, outcome)
+    result.seconds["record"] = max(first.seconds, second.seconds)
+    plan = _plan(root, out_dir, command, timeout, first, second, inventory, result)
     plan.tolerance = tolerance
-    plan.variants = _variant_plans(variant_runs, outcome)
+    plan.variants = _variant_plans(variant_runs, result)
 
     stage("recording expected values and checking them")
+    with _folders_for(root, out_dir):
+        _build(plan, out_dir, timeout, max_unit_bytes, result)
+    result.data_bytes = sum(p.stat().st_size for p in (out_dir / "data").glob("*"))
+    _summarise(plan, inventory, first, result)
+    result.seconds["total"] = time.perf_counter() - started
+    return result
+
+
+def _variants_to_try(
+    root: Path, command: discover.RunCommand, result: GenerationResult
+) -> list[discover.Variant]:
+    """The command with one setting changed, up to MAX_VARIANTS; the others are named untested."""
+    variants, not_run = discover.setting_variants(root, command)
+    for variant in variants[discover.MAX_VARIANTS :]:
+        not_run.append((variant, f"not tried (at most {discover.MAX_VARIANTS} per generation)"))
+    for variant, reason in not_run:
+        result.untested.append(("program", variant.title, reason))
+    return variants[: discover.MAX_VARIANTS]
+
+
+@contextmanager
+def _folders_for(root: Path, out_dir: Path) -> Iterator[None]:
+    """Make the folders `out_dir` goes into; those made here go again if the suite is not
+    written."""
     created = [p for p in reversed(out_dir.parents) if root in p.parents and not p.exists()]
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _build(plan, out_dir, timeout, max_unit_bytes, outcome)
+        yield
     finally:
-        for folder in reversed(created):  # folders made for a suite that was not written
+        for folder in reversed(created):
             if folder.exists() and not any(folder.iterdir()):
                 folder.rmdir()
-    outcome.data_bytes = sum(p.stat().st_size for p in (out_dir / "data").glob("*"))
-    _summarise(plan, inventory, first, outcome)
-    outcome.seconds["total"] = time.perf_counter() - started
-    return outcome
 
 
 def _build(
-    plan: suite.Plan, out_dir: Path, timeout: float, max_unit_bytes: int, outcome: Outcome
+    plan: suite.SuitePlan,
+    out_dir: Path,
+    timeout: float,
+    max_unit_bytes: int,
+    result: GenerationResult,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix=".pytpu-suite-", dir=out_dir.parent) as building:
         directory = Path(building)
         (directory / "data").mkdir()
-        _save_inputs(plan, directory, outcome)
+        _save_inputs(plan, directory, result)
         index = suite.write(plan, directory)
         failures = _pytest(plan.root, directory, baseline=True, timeout=timeout * 2)
-        _drop(plan, index, failures, "fails on the original code", outcome)
-        _drop_oversized(plan, directory, max_unit_bytes, outcome)
+        _drop(plan, index, failures, "fails on the original code", result)
+        _drop_oversized(plan, directory, max_unit_bytes, result)
         index = suite.write(plan, directory)
         failures = _pytest(plan.root, directory, baseline=False, timeout=timeout * 2)
-        _drop(plan, index, failures, "not reproducible on the original code", outcome)
+        _drop(plan, index, failures, "not reproducible on the original code", result)
         for unit in plan.units:
             if not unit.tests:
                 (directory / "data" / f"{unit.slug}.pt").unlink(missing_ok=True)
@@ -138,7 +160,7 @@ def _build(
         _replace(out_dir, directory)
 
 
-def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) -> suite.Plan:
+def _plan(root, out_dir, command, timeout, first, second, inventory, result) -> suite.SuitePlan:
     units = []
     for name, captured in first.units.items():
         file, _, qualname = name.partition("::")
@@ -156,7 +178,7 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
             unit.tests.add("rows")
             unit.record["rows"] = rows
         if (unit.file, unit.name) in classes:
-            unit.calls = _method_calls(classes[unit.file, unit.name], unit, outcome)
+            unit.calls = _method_calls(classes[unit.file, unit.name], unit, result)
             unit.tests |= set(unit.calls)
     steps_seen, unstable = record.stable_steps(first, second)
     steps = []
@@ -171,7 +193,7 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
     rerecord = f"pytpu testgen . --run {shlex.quote(command.command)}"
     if out_dir != root / DEFAULT_OUT:
         rerecord += f" --out {shlex.quote(out_dir.relative_to(root).as_posix())}"
-    return suite.Plan(
+    return suite.SuitePlan(
         root=root,
         out=out_dir,
         command=command,
@@ -184,19 +206,19 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, outcome) ->
 
 
 def _variant_plans(
-    variant_runs: list[record.VariantRuns], outcome: Outcome
+    variant_runs: list[record.VariantRuns], result: GenerationResult
 ) -> list[suite.VariantPlan]:
     plans = []
     for each in variant_runs:
         if each.failure:
-            outcome.untested.append(("program", each.variant.title, each.failure))
+            result.untested.append(("program", each.variant.title, each.failure))
             continue
         metrics = record.stable_metrics(*each.runs)
         if metrics:
             plans.append(suite.VariantPlan(each.variant, metrics))
         else:
             reason = "prints no metric line that two runs agree on"
-            outcome.untested.append(("program", each.variant.title, reason))
+            result.untested.append(("program", each.variant.title, reason))
     return plans
 
 
@@ -204,7 +226,7 @@ def _variant_plans(
 LOOP_COUNT = "2"
 
 
-def _method_calls(cls: discover.ModuleClass, unit: suite.Unit, outcome: Outcome) -> dict:
+def _method_calls(cls: discover.ModuleClass, unit: suite.Unit, result: GenerationResult) -> dict:
     """Calls that reach code forward's recorded call does not: forward with its optional
     arguments left out (the inference path), and each public method that takes forward's inputs
     (`generate(idx, max_new_tokens)`), its other required parameters filled where the code says
@@ -244,7 +266,7 @@ def _method_calls(cls: discover.ModuleClass, unit: suite.Unit, outcome: Outcome)
         missing = [n for n in method.required if n not in recorded and n not in method.loop_counts]
         if missing:
             reason = f"needs {', '.join(missing)}, which no recorded call shows"
-            outcome.untested.append(("method", f"{cls.file}::{cls.name}.{method.name}", reason))
+            result.untested.append(("method", f"{cls.file}::{cls.name}.{method.name}", reason))
             continue
         arguments = {n: recorded[n][0] if n in recorded else LOOP_COUNT for n in method.required}
         counts = [n for n in method.required if n not in recorded]
@@ -289,14 +311,14 @@ def _rows(captured: dict) -> int:
     return min(tensors[0].shape[0], suite.MAX_ROWS) if tensors else 0
 
 
-def _save_inputs(plan: suite.Plan, directory: Path, outcome: Outcome) -> None:
+def _save_inputs(plan: suite.SuitePlan, directory: Path, result: GenerationResult) -> None:
     total = 0
     for unit in plan.units:
         size = suite.save_inputs(unit, directory / "data")
         if total + size > MAX_TOTAL_BYTES:
             (directory / "data" / f"{unit.slug}.pt").unlink()
             unit.tests.clear()
-            outcome.untested.append(
+            result.untested.append(
                 (unit.kind, f"{unit.file}::{unit.name}", "over the suite's recorded-data cap")
             )
             continue
@@ -315,12 +337,14 @@ def _pytest(root: Path, directory: Path, baseline: bool, timeout: float) -> dict
         )
     return {
         (case.module, case.name): case.message or "failed"
-        for case in done.cases
+        for case in done.results
         if case.outcome in (pytest_runs.FAILED, pytest_runs.ERROR)
     }
 
 
-def _drop(plan: suite.Plan, index: dict, failures: dict, why: str, outcome: Outcome) -> None:
+def _drop(
+    plan: suite.SuitePlan, index: dict, failures: dict, why: str, result: GenerationResult
+) -> None:
     for key, message in failures.items():
         if key not in index:
             continue
@@ -328,20 +352,22 @@ def _drop(plan: suite.Plan, index: dict, failures: dict, why: str, outcome: Outc
         if isinstance(target, suite.Unit):
             target.tests.discard(kind)
             if kind != "rows":  # a batch-size property that does not hold is not a finding
-                outcome.untested.append(
+                result.untested.append(
                     (target.kind, f"{target.file}::{target.name} ({kind})", f"{why}: {message}")
                 )
         elif isinstance(target, suite.StepPlan):
             target.skip = f"{why}: {message}"
         elif isinstance(target, suite.VariantPlan):
             plan.variants.remove(target)
-            outcome.untested.append(("program", target.variant.title, f"{why}: {message}"))
+            result.untested.append(("program", target.variant.title, f"{why}: {message}"))
         else:
             plan.metrics = []
-            outcome.untested.append(("program", "reported metrics", f"{why}: {message}"))
+            result.untested.append(("program", "reported metrics", f"{why}: {message}"))
 
 
-def _drop_oversized(plan: suite.Plan, directory: Path, limit: int, outcome: Outcome) -> None:
+def _drop_oversized(
+    plan: suite.SuitePlan, directory: Path, limit: int, result: GenerationResult
+) -> None:
     """Recorded inputs and outputs of one unit stay under the limit, or the unit gets no test."""
     for unit in plan.units:
         path = directory / "data" / f"{unit.slug}.pt"
@@ -353,7 +379,7 @@ def _drop_oversized(plan: suite.Plan, directory: Path, limit: int, outcome: Outc
                 f"its recorded data take {size // 1024} KiB, over the {limit // 1024} KiB a unit"
                 " may record; raise --max-unit-kib"
             )
-            outcome.untested.append((unit.kind, f"{unit.file}::{unit.name}", reason))
+            result.untested.append((unit.kind, f"{unit.file}::{unit.name}", reason))
 
 
 def _replace(out_dir: Path, built: Path) -> None:
@@ -374,11 +400,11 @@ def _replace(out_dir: Path, built: Path) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
+def _summarise(plan, inventory, run: record.Run, result: GenerationResult) -> None:
     for unit in plan.units:
         if unit.tests:
             tests = sorted(kind.removeprefix("call:").replace("_", " ") for kind in unit.tests)
-            outcome.tested.append((unit.kind, f"{unit.file}::{unit.name}", tests))
+            result.tested.append((unit.kind, f"{unit.file}::{unit.name}", tests))
     captured = {(u.file, u.name) for u in plan.units if u.tests}
     skipped = run.skipped
     for cls in inventory.module_classes:
@@ -387,8 +413,8 @@ def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
         reason = skipped.get(f"{cls.file}::{cls.name}", "not called by the recorded run")
         if cls.file not in run.files:
             reason = OTHER_PROGRAM
-        if not any(name.startswith(f"{cls.file}::{cls.name} (") for _, name, _ in outcome.untested):
-            outcome.untested.append(("module", f"{cls.file}::{cls.name}", reason))
+        if not any(name.startswith(f"{cls.file}::{cls.name} (") for _, name, _ in result.untested):
+            result.untested.append(("module", f"{cls.file}::{cls.name}", reason))
     planned = {s.step.ident: s for s in plan.steps}
     for step in inventory.training_steps:
         where = f"{step.ident} ({step.function})"
@@ -396,14 +422,14 @@ def _summarise(plan, inventory, run: record.Run, outcome: Outcome) -> None:
         if chosen is None:
             reason = "not reached by the recorded run"
             reason = reason if step.file in run.files else OTHER_PROGRAM
-            outcome.untested.append(("training step", where, reason))
+            result.untested.append(("training step", where, reason))
         elif chosen.skip:
-            outcome.untested.append(("training step", where, chosen.skip))
+            result.untested.append(("training step", where, chosen.skip))
         else:
             what = "first iteration" if step.kind == "optimizer" else "first two losses"
-            outcome.tested.append(("training step", where, [what]))
+            result.tested.append(("training step", where, [what]))
     if plan.metrics:
-        outcome.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
+        result.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
     for variant in plan.variants:
         tests = [f"{len(variant.metrics)} metric lines"]
-        outcome.tested.append(("program", variant.variant.title, tests))
+        result.tested.append(("program", variant.variant.title, tests))

@@ -1,43 +1,23 @@
 """Recording: run the program's short command with the harness inside it, in a child process.
 
-The child gets a time limit and an environment without tokens or other secrets (the harness's own
-`safe_environment`). The program is recorded twice, one run after the other, and only what both
-runs agree on is kept: a number that differs between them is not deterministic.
+The child gets a time limit and an environment without tokens or other secrets (`processes`). The
+program is recorded twice, one run after the other, and only what both runs agree on is kept: a
+number that differs between them is not deterministic.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from pytpu.engine import processes
 from pytpu.engine.testgen import discover
-
-RUNTIME = Path(__file__).resolve().parent / "runtime"
-
-
-def _load_runtime(name: str):
-    """The runtime is vendored into each suite as plain files; the engine loads the same files."""
-    spec = importlib.util.spec_from_file_location(
-        f"pytpu.engine.testgen.{name}", RUNTIME / f"{name}.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pytpu_support = _load_runtime("pytpu_support")
+from pytpu.runtime import support
 
 
 class RecordingFailed(Exception):
@@ -92,45 +72,23 @@ def run_once(
     capture: bool = True,
 ) -> Run:
     with tempfile.TemporaryDirectory(prefix="pytpu-record-") as out:
-        env = pytpu_support.safe_environment()
         settings = {
             "root": str(root),
             "out": out,
+            "device": "cpu",
             "capture": capture,
             "max_unit_bytes": max_unit_bytes,
             "probes": probes,
         }
-        env[pytpu_support.HARNESS_ENV] = json.dumps(settings)
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(RUNTIME / "harness"), env.get("PYTHONPATH")])
-        )
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        env["PYTHONHASHSEED"] = "0"
-        env["PYTPU_DEVICE"] = "cpu"
-        start = time.perf_counter()
-        try:
-            completed = subprocess.run(
-                command,
-                shell=True,
-                cwd=root,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as exc:
+        env = processes.program_environment("cpu", processes.HARNESS_ENV, settings)
+        done = processes.run(command, root, env, timeout)
+        if done.timed_out:
             raise RecordingFailed(
                 f"`{command}` did not finish in {timeout:.0f} s; give a shorter command with --run"
                 " (fewer epochs or steps, a dry-run flag)"
-            ) from exc
-        harness = [torch.load(p, weights_only=True) for p in sorted(Path(out).glob("harness-*.pt"))]
-        return Run(
-            completed.returncode,
-            completed.stdout,
-            completed.stderr,
-            time.perf_counter() - start,
-            harness,
-        )
+            )
+        harness = support.harness_records(Path(out))
+        return Run(done.returncode, done.stdout, done.stderr, done.seconds, harness)
 
 
 def record_twice(
@@ -245,10 +203,10 @@ def _timings(shape: str) -> list[bool]:
 
 def stable_metrics(first: Run, second: Run, limit: int = 20) -> list[list[Any]]:
     """Metric lines printed by both runs; numbers that differ between them become None."""
-    theirs = pytpu_support.metric_lines(second.stdout)
+    theirs = support.metric_lines(second.stdout)
     stable = []
     position = 0
-    for shape, numbers in pytpu_support.metric_lines(first.stdout):
+    for shape, numbers in support.metric_lines(first.stdout):
         match = next((i for i in range(position, len(theirs)) if theirs[i][0] == shape), None)
         if match is None:
             continue

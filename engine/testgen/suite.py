@@ -1,5 +1,6 @@
 """Writing the suite: test files rendered from the package's Jinja templates, formatted by black,
-with the recorded inputs beside them and the runtime (pytpu_support, pytpu_harness) vendored in.
+with the recorded inputs beside them and the pinned requirement of the test runtime they import
+(`requirements.txt`: pytpu-runtime, the distribution in engine/runtime; not copied in).
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,15 @@ import black
 import jinja2
 import torch
 
+import pytpu.runtime
 from pytpu.engine.testgen import discover
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-RUNTIME = Path(__file__).resolve().parent / "runtime"
-RUNTIME_FILES = ("pytpu_support.py", "pytpu_harness.py", "harness/sitecustomize.py")
+REQUIREMENTS = """\
+# PyTPU's test runtime: installed with PyTPU, or in a PyTPU checkout by
+# pip install ./engine/runtime
+{}
+"""
 # The hypothesis batch-size test varies at most this many rows (each size is another XLA graph).
 MAX_ROWS = 4
 
@@ -106,7 +110,9 @@ class VariantPlan:
 
 
 @dataclass
-class Plan:
+class SuitePlan:
+    """Everything the suite's files are written from."""
+
     root: Path
     out: Path
     command: discover.RunCommand
@@ -130,7 +136,7 @@ class _Code:
     def loader_for(self, relative: str) -> str:
         if relative not in self.loaders:
             name = file_slug(Path(relative).name)
-            taken = set(self.loaders.values()) | {"support", "torch", "pytest", "st"}
+            taken = set(self.loaders.values()) | {"support", "suite", "torch", "pytest", "st"}
             while name in taken:
                 name = "_" + name
             self.loaders[relative] = name
@@ -195,108 +201,144 @@ def save_inputs(unit: Unit, data_dir: Path) -> int:
     return path.stat().st_size
 
 
-def write(plan: Plan, directory: Path) -> dict[tuple[str, str], tuple[Unit | StepPlan, str]]:
+Index = dict[tuple[str, str], tuple[Any, str]]  # (module, test name) -> what it tests, kind
+
+
+def write(plan: SuitePlan, directory: Path) -> Index:
     """Write the suite's files into `directory`; returns (module, test name) -> what it tests."""
     environment = _environment()
-    index: dict[tuple[str, str], tuple[Unit | StepPlan, str]] = {}
-    for relative in RUNTIME_FILES:
-        target = directory / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(RUNTIME / relative, target)
-    (directory / "conftest.py").write_text(environment.get_template("conftest.py.j2").render())
-    root_from_suite = os.path.relpath(plan.root, plan.out)
-    suite = {
-        "root": Path(root_from_suite).as_posix(),
-        "command": plan.command.command,
-        "tolerance": plan.tolerance,
-    }
-    (directory / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    _write_settings(plan, directory, environment)
     header = {"command": plan.command.command, "rerecord": plan.rerecord}
+    index: Index = {}
     by_file: dict[str, list[Unit]] = {}
     for unit in plan.units:
         if unit.tests:
             by_file.setdefault(unit.file, []).append(unit)
     for relative, units in sorted(by_file.items()):
-        module_name = f"test_{file_slug(relative)}"
-        code = _Code(plan.root, {})
-        rendered_units = [_render_unit(unit, code) for unit in units]
-        scripts = {u.file for u in units if u.record.get("script")}
-        globals_by_file: dict[str, dict[str, Any]] = {}
-        for unit in units:
-            if unit.record.get("script"):
-                globals_by_file.setdefault(unit.file, {}).update(unit.record.get("globals", {}))
-        loaders = []
-        for file, name in list(code.loaders.items()):
-            entries = sorted(globals_by_file.get(file, {}).items())
-            loaders.append(
-                {
-                    "file": file,
-                    "name": name,
-                    "script": file in scripts,
-                    "globals": [(k, code.value(v, "support.device()")) for k, v in entries],
-                }
-            )
-        imports = [f"import {name}" for name in sorted(code.imports)]
-        if any("rows" in unit.tests for unit in units):
-            imports.append("from hypothesis import given, settings")
-            imports.append("from hypothesis import strategies as st")
-        source = environment.get_template("test_units.py.j2").render(
-            subject=relative, imports=imports, loaders=loaders, units=rendered_units, **header
-        )
-        (directory / f"{module_name}.py").write_text(_format(source))
-        for unit in units:
-            for kind in unit.tests:
-                index[(module_name, unit.test_names[kind])] = (unit, kind)
-    steps = plan.steps
-    if steps or plan.metrics or plan.variants:
-        data = {
-            "steps": {s.step.ident: s.events for s in steps},
-            "metrics": plan.metrics,
-            "variants": {v.variant.argument: v.metrics for v in plan.variants},
-        }
-        (directory / "data").mkdir(exist_ok=True)
-        (directory / "data" / "program.json").write_text(json.dumps(data, indent=1) + "\n")
-        source = environment.get_template("test_program.py.j2").render(
-            subject="the program as a whole",
-            timeout=round(plan.timeout),
-            accelerator_flag=repr(plan.command.accelerator_flag),
-            steps=[
-                {
-                    "snake": s.snake,
-                    "ident": s.step.ident,
-                    "where": "top level"
-                    if s.step.function == "<module>"
-                    else f"in {s.step.function}()",
-                    "skip": s.skip,
-                    "kind": s.step.kind,
-                }
-                for s in steps
-            ],
-            metrics=len(plan.metrics),
-            variants=[
-                {
-                    "test_name": v.test_name,
-                    "argument": v.variant.argument,
-                    "setting": v.variant.setting,
-                    "value": v.variant.value,
-                    "where": f"{plan.command.entry}:{v.variant.line}",
-                    "metrics": len(v.metrics),
-                }
-                for v in plan.variants
-            ],
-            **header,
-        )
-        (directory / "test_program.py").write_text(_format(source))
-        for step in steps:
-            index[("test_program", step.test_name)] = (step, "step")
-        if plan.metrics:
-            index[("test_program", "test_program_reported_metrics_match_recording")] = (
-                plan,  # type: ignore[dict-item]
-                "metrics",
-            )
-        for variant in plan.variants:
-            index[("test_program", variant.test_name)] = (variant, "variant")  # type: ignore
+        index |= _write_unit_tests(plan, relative, units, directory, environment, header)
+    if plan.steps or plan.metrics or plan.variants:
+        index |= _write_program_tests(plan, directory, environment, header)
     return index
+
+
+def _write_settings(plan: SuitePlan, directory: Path, environment: jinja2.Environment) -> None:
+    """suite.json (where the repository is, the command, the tolerance factor), the pinned
+    requirement of the test runtime, and the conftest that names it when it is missing."""
+    suite = {
+        "root": Path(os.path.relpath(plan.root, plan.out)).as_posix(),
+        "command": plan.command.command,
+        "tolerance": plan.tolerance,
+    }
+    (directory / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+    (directory / "requirements.txt").write_text(REQUIREMENTS.format(pytpu.runtime.REQUIREMENT))
+    conftest = environment.get_template("conftest.py.j2").render(
+        suite=plan.out.relative_to(plan.root).as_posix(), requirement=pytpu.runtime.REQUIREMENT
+    )
+    (directory / "conftest.py").write_text(_format(conftest))
+
+
+def _write_unit_tests(
+    plan: SuitePlan,
+    relative: str,
+    units: list[Unit],
+    directory: Path,
+    environment: jinja2.Environment,
+    header: dict[str, str],
+) -> Index:
+    """test_<file>.py: the tests of the units one file of the repository defines."""
+    module_name = f"test_{file_slug(relative)}"
+    code = _Code(plan.root, {})
+    rendered_units = [_render_unit(unit, code) for unit in units]
+    loaders = _loaders(units, code)  # after the units, whose code names the loaders
+    imports = [f"import {name}" for name in sorted(code.imports)]
+    if any("rows" in unit.tests for unit in units):
+        imports.append("from hypothesis import given, settings")
+        imports.append("from hypothesis import strategies as st")
+    source = environment.get_template("test_units.py.j2").render(
+        subject=relative,
+        imports=imports,
+        loaders=loaders,
+        units=rendered_units,
+        **header,
+    )
+    (directory / f"{module_name}.py").write_text(_format(source))
+    return {
+        (module_name, unit.test_names[kind]): (unit, kind) for unit in units for kind in unit.tests
+    }
+
+
+def _loaders(units: list[Unit], code: _Code) -> list[dict[str, Any]]:
+    """How the test module loads each file its units come from: a script with the module-level
+    values its definitions read, or a module by import."""
+    scripts = {u.file for u in units if u.record.get("script")}
+    globals_by_file: dict[str, dict[str, Any]] = {}
+    for unit in units:
+        if unit.record.get("script"):
+            globals_by_file.setdefault(unit.file, {}).update(unit.record.get("globals", {}))
+    loaders = []
+    for file, name in list(code.loaders.items()):
+        entries = sorted(globals_by_file.get(file, {}).items())
+        loaders.append(
+            {
+                "file": file,
+                "name": name,
+                "script": file in scripts,
+                "globals": [(k, code.value(v, "support.device()")) for k, v in entries],
+            }
+        )
+    return loaders
+
+
+def _write_program_tests(
+    plan: SuitePlan, directory: Path, environment: jinja2.Environment, header: dict[str, str]
+) -> Index:
+    """test_program.py and data/program.json: the training steps, the metric lines and the
+    variants of the program as a whole."""
+    data = {
+        "steps": {s.step.ident: s.events for s in plan.steps},
+        "metrics": plan.metrics,
+        "variants": {v.variant.argument: v.metrics for v in plan.variants},
+    }
+    (directory / "data").mkdir(exist_ok=True)
+    (directory / "data" / "program.json").write_text(json.dumps(data, indent=1) + "\n")
+    source = environment.get_template("test_program.py.j2").render(
+        subject="the program as a whole",
+        timeout=round(plan.timeout),
+        accelerator_flag=repr(plan.command.accelerator_flag),
+        steps=[_render_step(s) for s in plan.steps],
+        metrics=len(plan.metrics),
+        variants=[_render_variant(v, plan.command.entry) for v in plan.variants],
+        **header,
+    )
+    (directory / "test_program.py").write_text(_format(source))
+    index: Index = {("test_program", step.test_name): (step, "step") for step in plan.steps}
+    if plan.metrics:
+        index[("test_program", "test_program_reported_metrics_match_recording")] = (plan, "metrics")
+    for variant in plan.variants:
+        index[("test_program", variant.test_name)] = (variant, "variant")
+    return index
+
+
+def _render_step(step: StepPlan) -> dict[str, Any]:
+    where = "top level" if step.step.function == "<module>" else f"in {step.step.function}()"
+    return {
+        "snake": step.snake,
+        "ident": step.step.ident,
+        "where": where,
+        "skip": step.skip,
+        "kind": step.step.kind,
+    }
+
+
+def _render_variant(variant: VariantPlan, entry: str) -> dict[str, Any]:
+    return {
+        "test_name": variant.test_name,
+        "argument": variant.variant.argument,
+        "setting": variant.variant.setting,
+        "value": variant.variant.value,
+        "where": f"{entry}:{variant.variant.line}",
+        "metrics": len(variant.metrics),
+    }
 
 
 def _render_unit(unit: Unit, code: _Code) -> dict[str, Any]:

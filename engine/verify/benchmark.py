@@ -1,33 +1,25 @@
 """The step benchmark of `pytpu migrate`: the training step timed on each side of the migration.
 
-The user's command runs as it is, in a child process, with a small timer injected through the
-`sitecustomize.py` of `runtime/` (see `runtime/pytpu_timer.py`): the original code on the CPU, its
-CUDA calls mapped there at run time as test generation does, and the migrated code on the XLA
-device. Timing follows PyTorch/XLA's guidance: warm-up steps first, the device waited for before
-each stop of the clock, several timed steps, their median and spread, compile time apart. On XLA
-it also records the evidence of a good migration: graphs compiled, compilations after warm-up
-(zero in the steady state), device-to-host transfers per step and ops that fell back to the CPU.
+The user's command runs as it is, in a child process (`processes`), with a small timer injected at
+start-up by the test runtime's bootstrap (`pytpu.runtime.bootstrap`, `pytpu.runtime.timer`): the
+original code on the CPU, its CUDA calls mapped there at run time as test generation does, and the
+migrated code on the XLA device. Timing follows PyTorch/XLA's guidance: warm-up steps first, the
+device waited for before each stop of the clock, several timed steps, their median and spread,
+compile time apart. On XLA it also records the evidence of a good migration: graphs compiled,
+compilations after warm-up (zero in the steady state), device-to-host transfers per step and ops
+that fell back to the CPU.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from pytpu.engine.testgen.record import pytpu_support
+from pytpu.engine import processes
 
-RUNTIME = Path(__file__).resolve().parent / "runtime"
-# The test-generation runtime maps CUDA to the CPU; the timer reuses it on the CPU side.
-TESTGEN_RUNTIME = Path(__file__).resolve().parent.parent / "testgen" / "runtime"
-SETTINGS_ENV = "PYTPU_BENCHMARK"
 DEVICES = ("cpu", "cuda", "xla")
 MIN_TIMED = 2  # a median and a spread need at least two steps
 
@@ -50,27 +42,23 @@ def measure(
         raise ValueError(f"warmup {warmup}, steps {steps}: need warmup >= 0, steps >= {MIN_TIMED}")
     root = Path(root).resolve()
     with tempfile.TemporaryDirectory(prefix="pytpu-benchmark-") as out:
-        env = _environment(root, device, Path(out), warmup, steps)
-        start = time.perf_counter()
-        exit_code, stdout, stderr, timed_out = _run(command, root, env, timeout)
-        seconds = time.perf_counter() - start
+        settings = {"root": str(root), "out": out, "warmup": warmup, "steps": steps,
+                    "device": device}  # fmt: skip
+        # With a GPU present torch would report it; the baseline runs on the CPU all the same.
+        env = processes.program_environment(
+            "xla" if device == "xla" else "cpu", processes.TIMER_ENV, settings, device == "cpu"
+        )
+        done = processes.run(command, root, env, timeout)
         record = _first_process(Path(out))
     result = _summary(record, device)
     if device == "xla" and result["device_name"] is None:  # the program never synced on XLA
         result["device_name"] = f"XLA:{env['PJRT_DEVICE'].split('_')[0]}"
-    result.update(exit_code=exit_code, seconds=round(seconds, 3))
-    if timed_out and not (record and record["complete"]):
-        ran = record["steps_ran"] if record else 0
-        graphs = (result.get("compile") or {}).get("graphs")
-        seen = f" (it ran {ran} steps" + (f" and compiled {graphs} graphs)" if graphs else ")")
-        result["error"] = (
-            f"`{command}` did not finish its first {warmup + 1 + MIN_TIMED} steps in"
-            f" {timeout:.0f} s{seen}; give a shorter `benchmark` command (a smaller model or"
-            " batch), and check for recompilation: a graph per step means shapes or constants"
-            " change between steps"
-        )
+    result.update(exit_code=done.returncode, seconds=round(done.seconds, 3))
+    if done.timed_out and not (record and record["complete"]):
+        result["error"] = _timeout_error(record, result, command, warmup, timeout)
     else:
-        result["error"] = _error(record, result, command, warmup, exit_code, stderr or stdout)
+        output = done.stderr or done.stdout
+        result["error"] = _error(record, result, command, warmup, done.returncode, output)
     return result
 
 
@@ -99,51 +87,7 @@ def compare(
     }
 
 
-# --- running the program -------------------------------------------------------------------------
-
-
-def _environment(root: Path, device: str, out: Path, warmup: int, steps: int) -> dict[str, str]:
-    env = pytpu_support.safe_environment()  # the user's code never sees tokens or keys
-    settings = {"root": str(root), "out": str(out), "warmup": warmup, "steps": steps,
-                "device": device}  # fmt: skip
-    env[SETTINGS_ENV] = json.dumps(settings)
-    paths = [str(RUNTIME)]
-    if device == "cpu":
-        paths.append(str(TESTGEN_RUNTIME))
-        # With a GPU present torch would report it; the baseline runs on the CPU all the same.
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTPU_DEVICE"] = "xla" if device == "xla" else "cpu"
-    if device == "xla":
-        env.setdefault("PJRT_DEVICE", "CPU")
-    return env
-
-
-def _run(
-    command: str, root: Path, env: dict[str, str], timeout: float
-) -> tuple[int, str, str, bool]:
-    """Run the command in its own session; output goes to files, so that processes it leaves
-    behind (data-loader workers) do not hold the run open, and they end with it."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        process = subprocess.Popen(
-            command, shell=True, cwd=root, env=env, stdout=out, stderr=err, text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        timed_out = False
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            process.wait()
-        out.seek(0)
-        err.seek(0)
-        return process.returncode, out.read(), err.read(), timed_out
+# --- the timer's records -------------------------------------------------------------------------
 
 
 def _first_process(out: Path) -> dict[str, Any] | None:
@@ -215,6 +159,20 @@ def _host_name(device: str) -> str:
 
 def _ms(value: float) -> float:
     return round(value, 3)
+
+
+def _timeout_error(
+    record: dict[str, Any] | None, result: dict[str, Any], command: str, warmup: int, timeout: float
+) -> str:
+    ran = record["steps_ran"] if record else 0
+    graphs = (result.get("compile") or {}).get("graphs")
+    seen = f" (it ran {ran} steps" + (f" and compiled {graphs} graphs)" if graphs else ")")
+    return (
+        f"`{command}` did not finish its first {warmup + 1 + MIN_TIMED} steps in"
+        f" {timeout:.0f} s{seen}; give a shorter `benchmark` command (a smaller model or"
+        " batch), and check for recompilation: a graph per step means shapes or constants"
+        " change between steps"
+    )
 
 
 def _error(

@@ -74,9 +74,9 @@ def _run_pytest(root: Path, arguments: list[str], kind: str, side: SideRun, time
         return
     if done.returncode not in (0, 1, NO_TESTS_COLLECTED):
         side.problems.append(f"{kind} tests on {side.device}: pytest exited {done.returncode}")
-    for case in done.cases:
-        side.results[case.id] = (case.outcome, case.message)
-        side.suites[case.id] = kind
+    for result in done.results:
+        side.results[result.id] = (result.outcome, result.message)
+        side.suites[result.id] = kind
 
 
 def compare(baseline: SideRun, target: SideRun) -> dict:

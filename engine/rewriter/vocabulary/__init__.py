@@ -38,6 +38,8 @@ class Condition:
     parameter: dict[str, Any] | None = None  # JSON schema of the parameter; None: none taken
     describe: Callable[[Any], str] | None = None  # the condition in words, on a rule's page
     on_arguments: bool = False  # tests the arguments a `$*rest` wildcard bound
+    # pre-filter: alternatives of words a file must contain for the condition to hold there
+    words: Callable[[Any], set[frozenset[str]]] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ CONDITIONS.register(
         check=_one_of,
         parameter={"type": "array", "minItems": 1},
         describe=lambda values: "one of " + ", ".join(f"`{v}`" for v in values),
+        words=lambda values: {frozenset({str(v)}) for v in values},  # one of them is spelled out
     )
 )
 CONDITIONS.register(
@@ -36,6 +37,7 @@ CONDITIONS.register(
         name="true",
         doc="is the literal `True`",
         check=lambda node, _, walk: patterns.literal_value(node) is True,
+        words=lambda _: {frozenset({"True"})},
     )
 )
 CONDITIONS.register(
@@ -43,6 +45,7 @@ CONDITIONS.register(
         name="false",
         doc="is the literal `False`",
         check=lambda node, _, walk: patterns.literal_value(node) is False,
+        words=lambda _: {frozenset({"False"})},
     )
 )
 CONDITIONS.register(

@@ -1,10 +1,10 @@
-"""PyTPU's harness inside the user's program (vendored into the suite beside pytpu_support.py).
+"""PyTPU's harness inside the user's program: what test generation and the suite's program runs
+record.
 
-The suite's sitecustomize installs it when PYTPU_HARNESS is set. It fixes the seeds, maps explicit
-CUDA calls to the CPU at run time (the approach of Intel Gaudi's GPU-migration toolkit; the user's
-files are not edited), records the first iteration of each training step, and, while
-`pytpu testgen` records, the first inputs of each module and function the repository defines.
-What it saw is written at exit, one file per process.
+`pytpu.runtime.bootstrap` installs it when PYTPU_HARNESS is set (on the CPU after mapping the
+program's CUDA calls there). It fixes the seeds, records the first iteration of each training
+step, and, while `pytpu testgen` records, the first inputs of each module and function the
+repository defines. What it saw is written at exit, one file per process.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import dis
 import enum
 import functools
 import inspect
-import json
 import math
 import os
 import sys
@@ -27,165 +26,32 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pytpu_support import (
-    HARNESS_ENV,
+
+from pytpu.runtime.bootstrap import RepositoryFiles
+from pytpu.runtime.support import (
     SEED,
     HostRandom,
     UnitUnavailable,
-    _batch_size,
-    _is_definition,
-    _map_tensors,
-    _tensors,
-    device_kind,
+    batch_size,
+    is_definition,
+    map_tensors,
     seed_everything,
+    tensors,
 )
 
-# --- CUDA calls mapped to the CPU at run time ----------------------------------------------------
-
-
-def _is_cuda(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.startswith("cuda")
-    if isinstance(value, torch.device):
-        return value.type == "cuda"
-    return False
-
-
-class CudaToCpu(torch.overrides.TorchFunctionMode):
-    """Explicit CUDA placements (`.cuda()`, `.to('cuda')`, `device='cuda:0'`) land on the CPU."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if "device" in kwargs and (_is_cuda(kwargs["device"]) or isinstance(kwargs["device"], int)):
-            kwargs = {**kwargs, "device": "cpu"}
-        if func is torch.Tensor.cuda or func is torch.Tensor.pin_memory:
-            return args[0]
-        if func is torch.Tensor.to and len(args) > 1:
-            target = args[1]
-            if _is_cuda(target) or (isinstance(target, int) and not isinstance(target, bool)):
-                args = (args[0], "cpu", *args[2:])
-        return func(*args, **kwargs)
-
-
-class _CudaEvent:
-    """torch.cuda.Event on the CPU: elapsed_time in milliseconds of wall time."""
-
-    def __init__(self, enable_timing: bool = False, **_: Any):
-        self.time = None
-
-    def record(self, stream: Any = None) -> None:
-        import time
-
-        self.time = time.perf_counter()
-
-    def synchronize(self) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def elapsed_time(self, end: _CudaEvent) -> float:
-        return (end.time - self.time) * 1000.0
-
-
-def _map_cuda_runtime(in_repo: Any) -> None:
-    """The program takes its CUDA path, as on the GPU it was written for, with the work on the CPU.
-
-    That path is what the migration keeps (its data loading, seeding and device choices), so it is
-    the behaviour to record.
-    """
-    if torch.cuda.is_available():
-        return
-    cuda = torch.cuda
-
-    def for_the_program(real: Any, answer: Any) -> Any:
-        # Only the program's own code sees a GPU; torch's internals keep the truth.
-        def ask(*args: Any, **kwargs: Any) -> Any:
-            if in_repo(sys._getframe(1).f_code.co_filename):
-                return answer
-            return real(*args, **kwargs)
-
-        return ask
-
-    cuda.is_available = for_the_program(cuda.is_available, True)
-    cuda.is_bf16_supported = for_the_program(cuda.is_bf16_supported, True)
-    cuda.get_device_capability = lambda *_: (8, 0)
-    cuda.get_device_properties = lambda *_: types.SimpleNamespace(
-        name="cpu (PyTPU harness)", major=8, minor=0, total_memory=16 << 30, multi_processor_count=1
-    )
-    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved"):
-        setattr(cuda, name, lambda *_, **__: 0)
-    cuda.reset_peak_memory_stats = lambda *_, **__: None
-    cuda.device_count = for_the_program(cuda.device_count, 1)
-    for legacy in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte",
-                   "Bool"):  # fmt: skip
-        # torch.cuda.FloatTensor(...) and the like build CPU tensors
-        setattr(cuda, f"{legacy}Tensor", getattr(torch, f"{legacy}Tensor"))
-    cuda.current_device = lambda: 0
-    cuda.set_device = lambda *_, **__: None
-    cuda.synchronize = lambda *_, **__: None
-    cuda.empty_cache = lambda: None
-    cuda.get_device_name = lambda *_: "cpu (PyTPU harness)"
-    cuda.Event = _CudaEvent
-    original_load = torch.load
-
-    def load(*args: Any, **kwargs: Any) -> Any:
-        location = kwargs.get("map_location")
-        if _is_cuda(location) or isinstance(location, int):
-            kwargs["map_location"] = "cpu"
-        elif isinstance(location, dict):
-            kwargs["map_location"] = {k: "cpu" if _is_cuda(v) else v for k, v in location.items()}
-        return original_load(*args, **kwargs)
-
-    torch.load = load
-    import torch.distributed as dist
-
-    original_init = dist.init_process_group
-
-    def init_process_group(*args: Any, **kwargs: Any) -> Any:
-        if args and args[0] == "nccl":
-            args = ("gloo", *args[1:])
-        if kwargs.get("backend") == "nccl":
-            kwargs["backend"] = "gloo"
-        kwargs.pop("device_id", None)
-        return original_init(*args, **kwargs)
-
-    dist.init_process_group = init_process_group
-    from torch.nn.parallel import DistributedDataParallel
-
-    original_ddp = DistributedDataParallel.__init__
-
-    def ddp_init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.pop("device_ids", None)
-        kwargs.pop("output_device", None)
-        args = args[2:] if len(args) >= 2 else ()
-        original_ddp(self, module, *args, **kwargs)
-
-    DistributedDataParallel.__init__ = ddp_init
-    from torch.utils.data import DataLoader
-
-    original_loader = DataLoader.__init__
-
-    def loader_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["pin_memory"] = False  # pinned memory needs a GPU; on the CPU it changes nothing
-        original_loader(self, *args, **kwargs)
-
-    DataLoader.__init__ = loader_init
-
-
-# --- the harness --------------------------------------------------------
+# --- the harness ---------------------------------------------------------------------------------
 
 
 # Samples kept of a recorded batch (the leading dimension of the inputs).
 KEPT_SAMPLES = 4
 
 
-class Harness:
+class Harness(RepositoryFiles):
     """What the harness watches in one process of the program."""
 
     def __init__(self, settings: dict[str, Any]):
+        super().__init__(settings["root"])
         self.settings = settings
-        self.root = Path(settings["root"]).resolve()
         self.out = Path(settings["out"])
         self.capture = settings.get("capture", False)
         self.max_unit_bytes = settings.get("max_unit_bytes", 1 << 20)
@@ -199,31 +65,11 @@ class Harness:
         self.units: dict[str, dict[str, Any]] = {}  # captured modules and functions
         self.skipped: dict[str, str] = {}
         self.constructors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.repo_files: dict[str, bool] = {}
         self.busy = False
         self.probe_failures: dict[str, str] = {}
         self.probing: str | None = None  # the class being called for the suite, not the program
 
     # where code comes from
-
-    def in_repo(self, filename: str) -> bool:
-        known = self.repo_files.get(filename)
-        if known is None:
-            try:
-                path = Path(filename).resolve()
-                parts = path.relative_to(self.root).parts if self.root in path.parents else ()
-                known = path.suffix == ".py" and bool(parts)
-                # The repository's tests, this suite and environments inside it are not its code.
-                known = known and not any(
-                    part in ("tests", "site-packages") or part.startswith(".") for part in parts
-                )
-            except (OSError, ValueError):
-                known = False
-            self.repo_files[filename] = known
-        return known
-
-    def relative(self, filename: str) -> str:
-        return Path(filename).resolve().relative_to(self.root).as_posix()
 
     def call_site(self) -> tuple[str, int, str] | None:
         """The innermost frame of the repository's code: file, line and function."""
@@ -239,10 +85,9 @@ class Harness:
 
     def install(self) -> None:
         seed_everything(self.settings.get("seed", SEED))
-        if device_kind() == "cpu":
-            _map_cuda_runtime(self.in_repo)
-            CudaToCpu().__enter__()
-        else:  # the migrated code runs as it is: a CUDA call left in it must show
+        if self.settings.get("device", "cpu") != "cpu":
+            # The migrated code runs as it is (a CUDA call left in it must show), its random
+            # numbers drawn as on the CPU.
             HostRandom().__enter__()
         self._watch_training()
         if self.capture:
@@ -441,19 +286,18 @@ class Harness:
         self.skipped.pop(name, None)
 
     def unit_record(self, module_name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
-        tensors = _tensors([args, kwargs])
-        if not tensors:
+        if not tensors([args, kwargs]):
             raise UnitUnavailable("called without tensor inputs")
         for value in [*args, *kwargs.values()]:
             describe_input(value)
-        args, kwargs = _map_tensors([list(args), dict(kwargs)], lambda t: t.detach().cpu().clone())
-        size = sum(t.numel() * t.element_size() for t in _tensors([args, kwargs]))
+        args, kwargs = map_tensors([list(args), dict(kwargs)], lambda t: t.detach().cpu().clone())
+        size = sum(t.numel() * t.element_size() for t in tensors([args, kwargs]))
         cut = {}
-        batch = _batch_size([args, kwargs]) if any(t.dim() for t in _tensors(args)) else 0
+        batch = batch_size([args, kwargs]) if any(t.dim() for t in tensors(args)) else 0
         if batch > KEPT_SAMPLES:  # a few samples pin the behaviour; outputs stay small too
             args, kwargs = self.cut_batch(args, kwargs)
             cut = {"cut": KEPT_SAMPLES, "batch": batch}
-            size = sum(t.numel() * t.element_size() for t in _tensors([args, kwargs]))
+            size = sum(t.numel() * t.element_size() for t in tensors([args, kwargs]))
             if size > self.max_unit_bytes:
                 raise UnitUnavailable(
                     f"its inputs take {size // 1024} KiB, over the {self.max_unit_bytes // 1024}"
@@ -470,8 +314,8 @@ class Harness:
 
     def cut_batch(self, args: list, kwargs: dict) -> tuple[list, dict]:
         """Keep the first few samples of inputs that share the first input's leading size."""
-        size = _batch_size([args, kwargs])
-        return _map_tensors(
+        size = batch_size([args, kwargs])
+        return map_tensors(
             [args, kwargs],
             lambda t: t[:KEPT_SAMPLES].clone() if t.dim() and t.shape[0] == size else t,
         )
@@ -492,7 +336,7 @@ class Harness:
             if info.varargs or info.keywords:
                 return
             values = [info.locals[a] for a in info.args]
-            if not _tensors(values):
+            if not tensors(values):
                 return
             self.busy = True
             try:
@@ -515,7 +359,7 @@ class Harness:
             if record is None or record.get("pending") != id(frame):
                 return
             del record["pending"]
-            if not _tensors(arg) or not _describable_output(arg):
+            if not tensors(arg) or not _describable_output(arg):
                 del self.units[name]
                 self.skipped.setdefault(name, "does not return tensors")
 
@@ -750,7 +594,7 @@ def _defined_names(filename: str) -> frozenset[str]:
         return frozenset()
     names = set()
     for node in tree.body:
-        if not _is_definition(node):
+        if not is_definition(node):
             continue
         for inner in ast.walk(node) if isinstance(node, ast.Try) else [node]:
             if isinstance(inner, (ast.Import, ast.ImportFrom)):
@@ -760,7 +604,6 @@ def _defined_names(filename: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def install_harness() -> None:
-    """Called by the suite's sitecustomize inside the user's program when PYTPU_HARNESS is set."""
-    settings = json.loads(os.environ[HARNESS_ENV])
+def install(settings: dict[str, Any]) -> None:
+    """Called by `pytpu.runtime.bootstrap` inside the user's program when PYTPU_HARNESS is set."""
     Harness(settings).install()

@@ -1,11 +1,12 @@
-"""PyTPU's step timer inside the user's program (installed by this folder's sitecustomize).
+"""PyTPU's step timer inside the user's program (installed by `pytpu.runtime.bootstrap`).
 
 A training step ends at each optimizer step, or, in programs that update their parameters by hand,
 at the end of each backward pass of a scalar loss. At each end the XLA side first waits for the
 device (`torch_xla.sync(wait=True)`): XLA runs lazily, so the clock would otherwise stop before the
 work is done. The first intervals are warm-up (XLA compiles there); once the timed steps are in,
 the results are written and the program ends at once. A program that ends earlier leaves what it
-got, written at exit. One JSON file per process; settings come as JSON in PYTPU_BENCHMARK.
+got, written at exit. One JSON file per process; settings come as JSON in PYTPU_BENCHMARK. On the
+CPU the bootstrap has mapped the program's CUDA calls there first, as test generation runs it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 
 import torch
 
-SETTINGS_ENV = "PYTPU_BENCHMARK"
 # `.item()` and the like show as this counter: a device-to-host read, counted with the transfers,
 # not a computation that fell back to the CPU.
 NOT_A_FALLBACK = frozenset({"aten::_local_scalar_dense"})
@@ -201,19 +201,6 @@ def _rank() -> int:
         return 0
 
 
-def _map_cuda_to_cpu(settings: dict[str, Any]) -> None:
-    """The original program takes its CUDA path with the work on the CPU, as test generation runs
-    it: the harness's own mapping, from engine/testgen/runtime on PYTHONPATH."""
-    import pytpu_harness
-
-    repository = pytpu_harness.Harness({"root": settings["root"], "out": settings["out"]})
-    pytpu_harness._map_cuda_runtime(repository.in_repo)
-    pytpu_harness.CudaToCpu().__enter__()
-
-
-def install_timer() -> None:
-    """Called by this folder's sitecustomize when PYTPU_BENCHMARK is set."""
-    settings = json.loads(os.environ[SETTINGS_ENV])
-    if settings.get("device", "cpu") == "cpu":
-        _map_cuda_to_cpu(settings)
+def install(settings: dict[str, Any]) -> None:
+    """Called by `pytpu.runtime.bootstrap` inside the user's program when PYTPU_BENCHMARK is set."""
     StepTimer(settings).watch()

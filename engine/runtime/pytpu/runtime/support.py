@@ -1,10 +1,11 @@
-"""Support for the characterisation tests that `pytpu testgen` writes (vendored into the suite).
+"""The functions the behaviour tests that `pytpu testgen` writes call, and `Suite`: a suite's
+settings and recordings.
 
 The tests pin down what the code does today, on the CPU, so that the same files can check the code
 after its migration to PyTorch/XLA. One switch decides where the code under test runs:
-PYTPU_DEVICE=cpu (the default) or PYTPU_DEVICE=xla. This file needs only the standard library and
-torch (torch_xla on the XLA side); it is copied verbatim from the pytpu package, so edit it there.
-`run_program` runs the user's program with pytpu_harness.py installed inside it.
+PYTPU_DEVICE=cpu (the default) or PYTPU_DEVICE=xla. This module needs only the standard library and
+torch (torch_xla on the XLA side, imported only there). `Suite.run_program` runs the user's
+program with the harness inside it (`pytpu.runtime.bootstrap`).
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from pytpu.runtime import bootstrap
+from pytpu.runtime.bootstrap import BASELINE_ENV, DEVICES
+
 SEED = 0
-HERE = Path(__file__).resolve().parent
-DATA = HERE / "data"
 
 # Tolerances by dtype, in one place: (rtol, atol) for torch.testing.assert_close. float32 is looser
 # than torch's default because XLA fuses and reorders float work; the others are torch's defaults.
@@ -41,9 +44,6 @@ GRADIENT_FACTOR = 10
 # Printed metrics carry a few digits: relative 1e-3, or one unit in the last printed digit.
 METRIC_RTOL = 1e-3
 
-BASELINE_ENV = "PYTPU_TESTGEN_BASELINE"  # set by `pytpu testgen`: write expectations, not compare
-HARNESS_ENV = "PYTPU_HARNESS"  # JSON settings of the harness inside the user's program
-
 
 class UnitUnavailable(Exception):
     """The unit cannot be exercised here (the reason is the message)."""
@@ -54,7 +54,7 @@ class UnitUnavailable(Exception):
 
 def device_kind() -> str:
     kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
-    if kind not in ("cpu", "xla", "cuda"):  # cuda: a baseline on a GPU machine, if there is one
+    if kind not in DEVICES:
         raise SystemExit(f"PYTPU_DEVICE={kind!r}: use cpu or xla")
     return kind
 
@@ -88,72 +88,25 @@ def seed_everything(seed: int = SEED) -> None:
 
 def to_device(value: Any, target: torch.device | None = None) -> Any:
     target = device() if target is None else target
-    return _map_tensors(value, lambda t: t.to(target))
+    return map_tensors(value, lambda t: t.to(target))
 
 
 def to_cpu(value: Any) -> Any:
-    return _map_tensors(value, lambda t: t.detach().cpu())
+    return map_tensors(value, lambda t: t.detach().cpu())
 
 
-# --- loading the code under test ---------------------------------------------------------------
+# --- calling the code under test ----------------------------------------------------------------
 
 
-def suite_settings() -> dict[str, Any]:
-    return json.loads((HERE / "suite.json").read_text())
-
-
-def repository_root() -> Path:
-    """The suite lives in <root>/tests/pytpu (or wherever --out put it); the root is recorded."""
-    return (HERE / suite_settings()["root"]).resolve()
-
-
-def tolerance_factor() -> float:
-    """The repository's `tolerance` setting: a factor on every tolerance below."""
-    return float(suite_settings().get("tolerance", 1.0))
-
-
-def import_file(relative: str) -> types.ModuleType:
-    """Import a module of the repository by path, as the program imported it."""
-    path = repository_root() / relative
-    name = "pytpu_unit_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
-    if name in sys.modules:
-        return sys.modules[name]
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_script(relative: str, **names: Any) -> types.ModuleType:
-    """Load a script's imports, functions and classes without running the script.
-
-    A script runs its program when executed, so only its definitions are loaded; the module-level
-    values those definitions read are given as `names`, with the values the recorded run had.
-    """
-    path = repository_root() / relative
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    tree.body = [node for node in tree.body if _is_definition(node)]
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
-    module = types.ModuleType("pytpu_script_" + re.sub(r"\W", "_", relative.removesuffix(".py")))
-    module.__file__ = str(path)
-    sys.modules[module.__name__] = module
-    module.__dict__.update(names)
-    exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own definitions
-    module.__dict__.update(names)  # a definition must not shadow what the run had
-    return module
-
-
-def _is_definition(node: ast.stmt) -> bool:
+def is_definition(node: ast.stmt) -> bool:
+    """An import, def or class at a script's top level (or a try of them): what loading a script
+    without running its program keeps."""
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
         return True
     if isinstance(node, ast.AsyncFunctionDef):
         return True
     if isinstance(node, ast.Try):  # try: import x / except ImportError: ...
-        return all(_is_definition(inner) for inner in node.body)
+        return all(is_definition(inner) for inner in node.body)
     return False
 
 
@@ -162,11 +115,6 @@ def build(factory: Any, *args: Any, **kwargs: Any) -> torch.nn.Module:
     seed_everything()
     module = factory(*args, **kwargs)
     return module.to(device())
-
-
-def load_inputs(name: str) -> tuple[list[Any], dict[str, Any]]:
-    record = _load(name)
-    return to_device(list(record["args"])), to_device(dict(record["kwargs"]))
 
 
 def call(unit: Any, inputs: tuple[list[Any], dict[str, Any]]) -> Any:
@@ -185,10 +133,10 @@ def call_method(method: Any, **arguments: Any) -> Any:
 
 def scalar_of(output: Any) -> torch.Tensor:
     """A scalar that depends on every floating-point value of `output`, to take gradients of."""
-    tensors = [t for t in _tensors(output) if t.is_floating_point() and t.requires_grad]
-    if not tensors:
+    differentiable = [t for t in tensors(output) if t.is_floating_point() and t.requires_grad]
+    if not differentiable:
         raise UnitUnavailable("the output has no differentiable tensor")
-    return sum(t.float().square().mean() for t in tensors)
+    return sum(t.float().square().mean() for t in differentiable)
 
 
 def gradients(module: torch.nn.Module, inputs: Any, output: Any) -> dict[str, Any]:
@@ -199,19 +147,19 @@ def gradients(module: torch.nn.Module, inputs: Any, output: Any) -> dict[str, An
         for name, p in module.named_parameters()
         if p.grad is not None
     }
-    return {"parameters": norms, "inputs": [t.grad for t in _tensors(inputs) if t.requires_grad]}
+    return {"parameters": norms, "inputs": [t.grad for t in tensors(inputs) if t.requires_grad]}
 
 
 def float_inputs_require_grad(inputs: tuple[list[Any], dict[str, Any]]) -> None:
-    for tensor in _tensors(inputs):
+    for tensor in tensors(inputs):
         if tensor.is_floating_point():
             tensor.requires_grad_(True)
 
 
 def batch_rows(inputs: tuple[list[Any], dict[str, Any]], rows: int) -> tuple[list, dict]:
     """The first `rows` samples of every input that carries the recorded batch dimension."""
-    size = _batch_size(inputs)
-    return _map_tensors(inputs, lambda t: t[:rows] if t.dim() and t.shape[0] == size else t)
+    size = batch_size(inputs)
+    return map_tensors(inputs, lambda t: t[:rows] if t.dim() and t.shape[0] == size else t)
 
 
 def check_rows_follow(model: torch.nn.Module, inputs: tuple[list, dict], rows: int) -> None:
@@ -220,70 +168,42 @@ def check_rows_follow(model: torch.nn.Module, inputs: tuple[list, dict], rows: i
     with torch.no_grad():
         whole = to_cpu(call(model, inputs))
         part = to_cpu(call(model, batch_rows(inputs, rows)))
-    expected = _map_tensors(whole, lambda t: t[:rows] if t.dim() and t.shape[0] == size else t)
+    expected = map_tensors(whole, lambda t: t[:rows] if t.dim() and t.shape[0] == size else t)
     assert_close(part, expected, what=f"the first {rows} rows")
 
 
-def batch_size(inputs: tuple[list[Any], dict[str, Any]]) -> int:
-    return _batch_size(inputs)
-
-
-def _batch_size(inputs: Any) -> int:
-    first = next((t for t in _tensors(inputs) if t.dim()), None)
+def batch_size(inputs: Any) -> int:
+    """The leading size of the first input with dimensions: the batch the recording holds."""
+    first = next((t for t in tensors(inputs) if t.dim()), None)
     if first is None:
         raise UnitUnavailable("no input has a batch dimension")
     return first.shape[0]
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
+def tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in `value` and in the lists, tuples and dicts it nests."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
+        return [t for item in value for t in tensors(item)]
     if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
+        return [t for item in value.values() for t in tensors(item)]
     return []
 
 
-def _map_tensors(value: Any, fn: Any) -> Any:
+def map_tensors(value: Any, fn: Any) -> Any:
+    """`value` with `fn` applied to each tensor it holds, its containers rebuilt."""
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, (list, tuple)):
-        mapped = [_map_tensors(item, fn) for item in value]
+        mapped = [map_tensors(item, fn) for item in value]
         return type(value)(mapped) if not hasattr(value, "_fields") else type(value)(*mapped)
     if isinstance(value, dict):
-        return {key: _map_tensors(item, fn) for key, item in value.items()}
+        return {key: map_tensors(item, fn) for key, item in value.items()}
     return value
 
 
-# --- expectations --------------------------------------------------------------------------------
-
-
-def _data_path(name: str) -> Path:
-    return DATA / f"{name}.pt"
-
-
-def _load(name: str) -> dict[str, Any]:
-    path = _data_path(name)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: recorded data missing; re-record with `pytpu testgen`")
-    return torch.load(path, weights_only=True)
-
-
-def expect(name: str, key: str, actual: Any, factor: float = 1) -> None:
-    """Compare `actual` with the recording `name`/`key`; under PYTPU_TESTGEN_BASELINE, record it."""
-    actual = to_cpu(actual)
-    if os.environ.get(BASELINE_ENV):
-        record = _load(name)
-        record.setdefault("expected", {})[key] = actual
-        temporary = _data_path(name).with_suffix(".tmp")
-        torch.save(record, temporary)
-        temporary.replace(_data_path(name))
-        return
-    expected = _load(name).get("expected", {})
-    if key not in expected:
-        raise AssertionError(f"no recorded {key!r} for {name}; re-record with `pytpu testgen`")
-    assert_close(actual, expected[key], factor * tolerance_factor(), what=f"{name}: {key}")
+# --- comparing with the recording ---------------------------------------------------------------
 
 
 def assert_close(actual: Any, expected: Any, factor: float = 1, what: str = "value") -> None:
@@ -371,12 +291,12 @@ class HostRandom(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _RANDOM_FACTORIES:
-            on_xla = [t.device for t in _tensors([args, kwargs]) if t.device.type == "xla"]
+            on_xla = [t.device for t in tensors([args, kwargs]) if t.device.type == "xla"]
             target = kwargs.get("device")
             if target is not None and torch.device(target).type == "xla":
                 on_xla.append(torch.device(target))
             if on_xla:
-                args, kwargs = _map_tensors([list(args), dict(kwargs)], lambda t: t.cpu())
+                args, kwargs = map_tensors([list(args), dict(kwargs)], lambda t: t.cpu())
                 if target is not None:
                     kwargs["device"] = "cpu"
                 return func(*args, **kwargs).to(on_xla[0])
@@ -495,40 +415,29 @@ def command_for_device(command: str, accelerator_flag: str | None, kind: str | N
     return command
 
 
-def run_program(command: str, timeout: float, accelerator_flag: str | None = None) -> ProgramRun:
-    """Run the program's short command with the harness; this environment's secrets stay out."""
-    import tempfile
-
+def run_program(
+    root: Path, command: str, timeout: float, accelerator_flag: str | None = None
+) -> ProgramRun:
+    """Run the program's short command in `root` with the harness inside it, on this device;
+    this environment's secrets stay out."""
     with tempfile.TemporaryDirectory(prefix="pytpu-run-") as out:
-        env = safe_environment()
-        env[HARNESS_ENV] = json.dumps({"root": str(repository_root()), "out": out})
-        paths = [str(HERE / "harness"), env.get("PYTHONPATH")]
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        env["PYTHONHASHSEED"] = "0"
+        settings = {"root": str(root), "out": out, "device": device_kind()}
         completed = subprocess.run(
             command_for_device(command, accelerator_flag),
             shell=True,
-            cwd=repository_root(),
-            env=env,
+            cwd=root,
+            env=bootstrap.program_environment(bootstrap.HARNESS_ENV, settings),
             capture_output=True,
             text=True,
             timeout=timeout,
         )
-        harness = [torch.load(p, weights_only=True) for p in sorted(Path(out).glob("harness-*.pt"))]
+        harness = harness_records(Path(out))
     return ProgramRun(completed.returncode, completed.stdout, completed.stderr, harness)
 
 
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|PRIVATE|^AWS_|^GH_|^GITHUB_")
-
-
-def safe_environment() -> dict[str, str]:
-    """This environment without tokens, keys and other secrets: the user's code never sees them."""
-    return {k: v for k, v in os.environ.items() if not _SECRET.search(k.upper())}
-
-
-def load_program_recording() -> dict[str, Any]:
-    return json.loads((DATA / "program.json").read_text())
+def harness_records(out: Path) -> list[dict[str, Any]]:
+    """What the harness wrote into `out`, one record per process of the program."""
+    return [torch.load(path, weights_only=True) for path in sorted(out.glob("harness-*.pt"))]
 
 
 def check_program_ran(run: ProgramRun) -> None:
@@ -539,14 +448,17 @@ def check_program_ran(run: ProgramRun) -> None:
         raise AssertionError("PYTPU_DEVICE=xla but the program ran nothing on the XLA device")
 
 
-def expect_training_step(run: ProgramRun, recorded: list[dict[str, Any]]) -> None:
-    """The first iteration of a training step: each optimizer step's loss and parameter norms."""
+def expect_training_step(
+    run: ProgramRun, recorded: list[dict[str, Any]], tolerance: float = 1.0
+) -> None:
+    """The first iteration of a training step: each optimizer step's loss and parameter norms
+    (`tolerance`: a factor on the tolerances)."""
     check_program_ran(run)
     keys = {step["key"] for step in recorded}
     actual = [step for step in run.steps if step["key"] in keys][: len(recorded)]
     if len(actual) < len(recorded):
         raise AssertionError(f"the program made {len(actual)} of the {len(recorded)} steps")
-    factor = GRADIENT_FACTOR * tolerance_factor()
+    factor = GRADIENT_FACTOR * tolerance
     for index, (got, want) in enumerate(zip(actual, recorded, strict=True)):
         what = f"step {index + 1} ({want.get('optimizer', 'backward')} at {want['site']})"
         if want.get("loss") is not None:
@@ -573,8 +485,9 @@ def _shape(line: str) -> str:
     return re.sub(r"\s+", " ", _NUMBER.sub("#", line)).strip()
 
 
-def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
-    """Each recorded metric line appears again, in order, with the same numbers (None: unstable)."""
+def expect_metrics(run: ProgramRun, recorded: list[list[Any]], tolerance: float = 1.0) -> None:
+    """Each recorded metric line appears again, in order, with the same numbers (None: unstable;
+    `tolerance`: a factor on the tolerance)."""
     check_program_ran(run)
     remaining = iter(metric_lines(run.stdout))
     for pattern, numbers in recorded:
@@ -585,7 +498,7 @@ def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
             if want is None:
                 continue
             digits = _decimals(want)
-            rtol = METRIC_RTOL * tolerance_factor()
+            rtol = METRIC_RTOL * tolerance
             if not math.isclose(got, want, rel_tol=rtol, abs_tol=1.5 * 10**-digits):
                 raise AssertionError(f"{pattern!r}: printed {got}, recorded {want}")
 
@@ -593,3 +506,106 @@ def expect_metrics(run: ProgramRun, recorded: list[list[Any]]) -> None:
 def _decimals(number: float) -> int:
     text = repr(number)
     return len(text.split(".")[1]) if "." in text and "e" not in text else 0
+
+
+# --- a generated suite --------------------------------------------------------------------------
+
+
+class Suite:
+    """The suite a test file belongs to: its folder holds `suite.json` (where the repository is,
+    the recorded command, the repository's factor on the tolerances) and the recordings
+    (`data/`). A test module makes one: `suite = support.Suite(__file__)`."""
+
+    def __init__(self, test_file: str | Path):
+        self.directory = Path(test_file).resolve().parent
+        self.data = self.directory / "data"
+        settings = json.loads((self.directory / "suite.json").read_text())
+        # The suite lives in <root>/tests/pytpu (or wherever --out put it); the root is recorded.
+        self.root = (self.directory / settings["root"]).resolve()
+        self.command: str = settings["command"]
+        self.tolerance = float(settings.get("tolerance", 1.0))
+
+    # the code under test
+
+    def import_file(self, relative: str) -> types.ModuleType:
+        """Import a module of the repository by path, as the program imported it."""
+        path = self.root / relative
+        name = "pytpu_unit_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
+        if name in sys.modules:
+            return sys.modules[name]
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def load_script(self, relative: str, **names: Any) -> types.ModuleType:
+        """Load a script's imports, functions and classes without running the script.
+
+        A script runs its program when executed, so only its definitions are loaded; the
+        module-level values those definitions read are given as `names`, with the values the
+        recorded run had.
+        """
+        path = self.root / relative
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree.body = [node for node in tree.body if is_definition(node)]
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        name = "pytpu_script_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
+        module = types.ModuleType(name)
+        module.__file__ = str(path)
+        sys.modules[module.__name__] = module
+        module.__dict__.update(names)
+        exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own code
+        module.__dict__.update(names)  # a definition must not shadow what the run had
+        return module
+
+    # the recordings
+
+    def load_inputs(self, name: str) -> tuple[list[Any], dict[str, Any]]:
+        record = self._load(name)
+        return to_device(list(record["args"])), to_device(dict(record["kwargs"]))
+
+    def expect(self, name: str, key: str, actual: Any, factor: float = 1) -> None:
+        """Compare `actual` with the recording `name`/`key`; under PYTPU_TESTGEN_BASELINE,
+        record it."""
+        actual = to_cpu(actual)
+        if os.environ.get(BASELINE_ENV):
+            record = self._load(name)
+            record.setdefault("expected", {})[key] = actual
+            temporary = self._path(name).with_suffix(".tmp")
+            torch.save(record, temporary)
+            temporary.replace(self._path(name))
+            return
+        expected = self._load(name).get("expected", {})
+        if key not in expected:
+            raise AssertionError(f"no recorded {key!r} for {name}; re-record with `pytpu testgen`")
+        assert_close(actual, expected[key], factor * self.tolerance, what=f"{name}: {key}")
+
+    def load_program_recording(self) -> dict[str, Any]:
+        return json.loads((self.data / "program.json").read_text())
+
+    def _path(self, name: str) -> Path:
+        return self.data / f"{name}.pt"
+
+    def _load(self, name: str) -> dict[str, Any]:
+        path = self._path(name)
+        if not path.exists():
+            missing = f"{path}: recorded data missing; re-record with `pytpu testgen`"
+            raise FileNotFoundError(missing)
+        return torch.load(path, weights_only=True)
+
+    # the program as a whole
+
+    def run_program(
+        self, command: str, timeout: float, accelerator_flag: str | None = None
+    ) -> ProgramRun:
+        return run_program(self.root, command, timeout, accelerator_flag)
+
+    def expect_training_step(self, run: ProgramRun, recorded: list[dict[str, Any]]) -> None:
+        expect_training_step(run, recorded, self.tolerance)
+
+    def expect_metrics(self, run: ProgramRun, recorded: list[list[Any]]) -> None:
+        expect_metrics(run, recorded, self.tolerance)

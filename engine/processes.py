@@ -1,0 +1,106 @@
+"""Child processes that run the user's code: the one place PyTPU starts them.
+
+Test generation's recording, the suite's pytest runs (test generation and parity alike) and the
+benchmark all run the user's code here, with a clean environment: this one without tokens, keys or
+other secrets (`safe_environment`), `PYTPU_DEVICE` naming the device, `PJRT_DEVICE` defaulting to
+the CPU on XLA, and, for a program with PyTPU inside it (the harness or the step timer), the
+bootstrap's folder first on PYTHONPATH (`pytpu.runtime.bootstrap`). Each runs in a session of its
+own, with a time limit; processes it leaves behind (data-loader workers) end with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytpu.runtime import bootstrap
+from pytpu.runtime.bootstrap import BASELINE_ENV
+
+# Tests judge behaviour, not speed: XLA:CPU compiles an LSTM's gradients 10x faster without
+# LLVM's optimisations (72 s -> 6 s), and computes the same values.
+QUICK_CPU_COMPILE = "--xla_backend_optimization_level=0"
+DEVICE_VARIABLES = ("PYTPU_DEVICE", "PJRT_DEVICE", "XLA_FLAGS")
+
+safe_environment = bootstrap.safe_environment
+HARNESS_ENV = bootstrap.HARNESS_ENV  # the settings of test generation's harness
+TIMER_ENV = bootstrap.TIMER_ENV  # the settings of the benchmark's step timer
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A child process that ended, by itself or at its time limit."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool
+
+
+def pytest_environment(device: str, baseline: bool = False) -> dict[str, str]:
+    """pytest on `device`; under `baseline` the generated suite records its expected values."""
+    env = _on_device(safe_environment(), device, quick_compile=True)
+    if baseline:
+        env[BASELINE_ENV] = "1"
+    return env
+
+
+def program_environment(
+    device: str, variable: str, settings: dict[str, Any], hide_gpus: bool = False
+) -> dict[str, str]:
+    """The user's program on `device` with PyTPU inside it: the harness (`variable` HARNESS_ENV)
+    or the step timer (TIMER_ENV), given `settings`; `hide_gpus`: a GPU stays unused."""
+    env = _on_device(bootstrap.program_environment(variable, settings), device)
+    if hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _on_device(env: dict[str, str], device: str, quick_compile: bool = False) -> dict[str, str]:
+    env["PYTPU_DEVICE"] = device
+    env.pop(BASELINE_ENV, None)
+    if device == "xla":
+        env.setdefault("PJRT_DEVICE", "CPU")  # no TPU here: XLA on the CPU, named so in reports
+        if quick_compile and env["PJRT_DEVICE"].upper() == "CPU" and "XLA_FLAGS" not in env:
+            env["XLA_FLAGS"] = QUICK_CPU_COMPILE
+    return env
+
+
+def shown(env: dict[str, str], device: str) -> list[str]:
+    """The device variables of `env` as a person would type them before the command."""
+    names = DEVICE_VARIABLES if device == "xla" else DEVICE_VARIABLES[:1]
+    return [f"{name}={env[name]}" for name in names if name in env]
+
+
+def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float) -> Finished:
+    """Run `command` (a shell line, or an argument list) in `cwd` in a session of its own.
+
+    Its output goes to files, so that processes it leaves behind do not hold the run open; at the
+    end, by itself or at `timeout`, whatever is left of its session is killed."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            command, shell=isinstance(command, str), cwd=cwd, env=env, stdout=out, stderr=err,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        timed_out = False
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            process.wait()
+        out.seek(0)
+        err.seek(0)
+        seconds = time.perf_counter() - started
+        return Finished(process.returncode, out.read(), err.read(), seconds, timed_out)

@@ -1,0 +1,52 @@
+"""The pytest plugin of PyTPU's behaviour tests (entry point `pytest11`: pytest loads it wherever
+pytpu-runtime is installed, so it stays quiet outside a generated suite and imports no torch).
+
+It registers the `pytpu_program` marker, checks PYTPU_DEVICE (cpu, the default, or xla), names
+the device in the report of a run that collects a generated suite, and offers the fixtures
+`pytpu_device` (the torch device the code under test runs on) and `pytpu_suite` (the requesting
+test's `support.Suite`: its settings and recordings).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytpu.runtime.bootstrap import DEVICES
+
+SUITE_FILE = "suite.json"  # what marks a folder as a suite `pytpu testgen` wrote
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "pytpu_program: runs the program's own short command")
+    kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
+    if kind not in DEVICES:
+        raise pytest.UsageError(f"PYTPU_DEVICE={kind!r}: use cpu or xla")
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    if not any(_in_suite(item) for item in items):
+        return None
+    kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
+    return f"pytpu: code under test runs on {kind} (PYTPU_DEVICE)"
+
+
+@pytest.fixture(scope="session")
+def pytpu_device() -> Any:
+    from pytpu.runtime import support
+
+    return support.device()
+
+
+@pytest.fixture(scope="module")
+def pytpu_suite(request: pytest.FixtureRequest) -> Any:
+    from pytpu.runtime import support
+
+    return support.Suite(request.path)
+
+
+def _in_suite(item: pytest.Item) -> bool:
+    return (Path(item.path).parent / SUITE_FILE).is_file()
