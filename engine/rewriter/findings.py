@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 
 from pytpu.engine.rewriter.kb import Rule, RuleCase
 
@@ -68,67 +67,27 @@ def short_code(node: cst.CSTNode, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _Located(Exception):
-    """Raised to stop code generation once every wanted node has been seen."""
-
-
-class _LineTracker(CodegenState):
-    """Code generation that notes where the wanted nodes start (line, 1-based column). Tokens
-    are kept as usual and counted only when a wanted node starts: cheaper than counting each.
-    (libcst's PositionProvider records every node.) With `stop`, it ends once all are seen."""
-
-    def __init__(self, module: cst.Module, wanted: dict[int, cst.CSTNode], stop: bool):
-        super().__init__(
-            default_indent=module.default_indent, default_newline=module.default_newline
-        )
-        self.wanted = wanted
-        self.stop = stop
-        self.found: dict[int, tuple[int, int]] = {}
-        self.line, self.column = 1, 0
-        self.counted = 0  # tokens already counted into line and column
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) not in self.wanted:
-            return
-        text = "".join(self.tokens[self.counted :])
-        self.counted = len(self.tokens)
-        newlines = text.count("\n")
-        if newlines:
-            self.line += newlines
-            self.column = len(text) - text.rfind("\n") - 1
-        else:
-            self.column += len(text)
-        self.found[id(node)] = (self.line, self.column + 1)
-        if self.stop and len(self.found) == len(self.wanted):
-            raise _Located
-
-
-def code_with_comment_lines(
-    module: cst.Module, comments: dict[int, tuple[cst.EmptyLine, Finding]]
-) -> tuple[str, list[WrittenComment]]:
-    """The module's source, and the line each comment the rewriter wrote (an EmptyLine node,
-    by its id) ended up on."""
-    if not comments:
-        return module.code, []
-    tracker = _LineTracker(module, {key: line for key, (line, _) in comments.items()}, False)
-    module._codegen(tracker)
+def written_comments(
+    comments: dict[int, tuple[cst.EmptyLine, Finding]], found: dict[int, tuple[int, int]]
+) -> list[WrittenComment]:
+    """The comment lines the rewriter wrote (EmptyLine nodes, by id), at the lines `found`."""
     written = []
     for key, (line, finding) in comments.items():
-        if key in tracker.found and line.comment is not None:
+        if key in found and line.comment is not None:
             text = line.comment.value
             written.append(
                 WrittenComment(
-                    line=tracker.found[key][0],
+                    line=found[key][0],
                     code=finding.code,
                     text=text,
                     needs_review=not text.startswith(f"# {finding.code} note:"),
                 )
             )
-    return "".join(tracker.tokens), sorted(written, key=lambda c: c.line)
+    return sorted(written, key=lambda c: c.line)
 
 
-def _anchor(node: cst.CSTNode) -> cst.CSTNode:
-    """The node whose start is the site's line (statements start with their comments)."""
+def anchor(node: cst.CSTNode) -> cst.CSTNode:
+    """The node whose start is a site's line (statements start with their comments)."""
     if isinstance(node, cst.With):
         return node.items[0].item
     if isinstance(node, cst.Decorator):
@@ -136,20 +95,3 @@ def _anchor(node: cst.CSTNode) -> cst.CSTNode:
     if isinstance(node, (cst.If, cst.While)):
         return node.test
     return node
-
-
-def locate(module: cst.Module, findings: list[Finding]) -> None:
-    """Fill in each finding's line and column (1-based) in the original `module`."""
-    anchors = {id(f): _anchor(f.node) for f in findings if f.node is not None}
-    if not anchors:
-        return
-    tracker = _LineTracker(module, {id(a): a for a in anchors.values()}, stop=True)
-    try:
-        module._codegen(tracker)
-    except _Located:
-        pass
-    for finding in findings:
-        anchor = anchors.get(id(finding))
-        if anchor is not None and id(anchor) in tracker.found:
-            finding.line, finding.column = tracker.found[id(anchor)]
-        finding.node = None

@@ -14,16 +14,16 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from pytpu.engine.rewriter import node_edits, patterns
+from pytpu.engine.rewriter import codegen, node_edits, patterns
 from pytpu.engine.rewriter.analysis import FileAnalysis, SitePlan
 from pytpu.engine.rewriter.findings import (
     FLAGGED,
     NOTED,
     Finding,
     WrittenComment,
-    code_with_comment_lines,
+    anchor,
     comment_text,
-    locate,
+    written_comments,
 )
 from pytpu.engine.rewriter.imports import ImportTracker
 from pytpu.engine.rewriter.index import RuleIndex
@@ -383,7 +383,14 @@ def transform_module(
     rewriter = Rewriter(analysis, imports, quote)
     new = imports.apply(module.visit(rewriter))
     findings = rewriter.findings
-    locate(module, findings)
+    anchors = {id(f): anchor(f.node) for f in findings if f.node is not None}
+    found, texts = codegen.positions(module, {id(a) for a in anchors.values()})
+    for finding in findings:
+        site = anchors.get(id(finding))
+        if site is not None and id(site) in found:
+            finding.line, finding.column = found[id(site)]
+        finding.node = None
     findings.sort(key=lambda f: (f.line, f.column))
-    code, comments = code_with_comment_lines(new, rewriter.comments)
+    code, lines = codegen.generate(new, rewriter.comments, texts)
+    comments = written_comments(rewriter.comments, lines)
     return TransformResult(module=new, findings=findings, code=code, comments=comments)
