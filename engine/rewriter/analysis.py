@@ -73,7 +73,8 @@ class FileAnalysis:
         self.optimizer_order = OptimizerOrder()
         self.setups: list[tuple[Finding, RuleCase]] = []  # statements for the top of the module
         self.order = 0  # a counter that orders events in the walk
-        self.launches = False  # the module starts processes (mp.spawn, torch_xla.launch)
+        self._launches: bool | None = None  # (computed when a context first asks)
+        self.text = ""
         self.loops: LoopAnalyzer | None = None
         self.device_aware = True
         self.module: cst.Module | None = None
@@ -83,7 +84,7 @@ class FileAnalysis:
         self.loops = LoopAnalyzer(self.index.loop_settings, module, self.resolver)
         # barriers only matter where something runs on a device
         self.device_aware = not text or any(w in text for w in ("cuda", "xla", ".to(", "device="))
-        self.launches = self._launches(module, text)
+        self.text = text
         self.path.append(module)
         for index, statement in enumerate(module.body):
             self.top_index = index
@@ -92,13 +93,21 @@ class FileAnalysis:
         self._decide_after_walk()
         return self
 
-    def _launches(self, module: cst.Module, text: str) -> bool:
-        """Whether the module calls a process launcher (its name appears in the text first)."""
+    @property
+    def launches(self) -> bool:
+        """Whether the module calls a process launcher (mp.spawn, torch_xla.launch): asked by a
+        context, once, so only files with such a case look (and their text names one first)."""
+        if self._launches is None:
+            self._launches = self._calls_launcher()
+        return self._launches
+
+    def _calls_launcher(self) -> bool:
+        assert self.module is not None
         launchers = self.index.launchers
         words = {q.rsplit(".", 1)[-1] for q in launchers}
-        if text and not any(w in text for w in words):
+        if self.text and not any(w in self.text for w in words):
             return False
-        for node in patterns.walk(module):
+        for node in patterns.walk(self.module):
             if type(node) is cst.Call and patterns.dotted_name(node.func):
                 if patterns.dotted_name(node.func).rsplit(".", 1)[-1] in words:
                     return True

@@ -7,6 +7,6 @@ CONTEXTS.register(
         name="pre_launch",
         doc="only at module level of a file that launches processes (`mp.spawn`, "
         "`torch_xla.launch`): code that runs before the launch, in the parent",
-        holds=lambda walk: walk.launches and not walk.scope,
+        holds=lambda walk: not walk.scope and walk.launches,
     )
 )

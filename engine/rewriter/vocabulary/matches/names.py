@@ -35,13 +35,21 @@ def _namespaces(cases: tuple) -> tuple[dict, frozenset[str]]:
     return roots, frozenset(n.split(".")[-1] for n in roots)
 
 
+def _names_a_namespace(node: cst.CSTNode, words: frozenset[str], aliases: set[str]) -> bool:
+    """Cheaply (no strings built): a component of the chain is a namespace's last word, or its
+    root is a local alias of a namespace (`import torch.cuda as tc`)."""
+    while type(node) is cst.Attribute:
+        if node.attr.value in words:
+            return True
+        node = node.value
+    return type(node) is cst.Name and (node.value in words or node.value in aliases)
+
+
 def _namespace(walk, node: cst.Attribute | cst.Name, cases) -> bool:
-    text = patterns.dotted_name(node)
-    if text is None:
-        return False
     roots, last_words = _namespaces(cases)
-    words = text.split(".")
-    if not (set(words) & last_words) and words[0] not in walk.namespace_aliases:
+    if not _names_a_namespace(node, last_words, walk.namespace_aliases):
+        return False
+    if patterns.dotted_name(node) is None:
         return False
     for name in walk.resolver.qualified_names(node):
         for root, case in roots.items():
