@@ -69,6 +69,8 @@ class ImportTableResolver:
         other binding in a scope that encloses the use."""
         for name, use in self.relied_on:
             paths = self.imports.get(name, set())
+            if not self._may_name_a_rule_root(name, paths):
+                continue  # `try: import triton ... except: triton = None`: no rule looks there
             if len(paths) > 1:
                 return False
             if name in self.value_aliases and (paths or self.binding_counts.get(name) != 1):
@@ -77,6 +79,17 @@ class ImportTableResolver:
             if shadowed and (paths or name in self.pattern_roots):
                 return False  # e.g. `torch = None`, or a parameter called `torch`
         return True
+
+    def _may_name_a_rule_root(self, name: str, paths: set[str]) -> bool:
+        """Whether the name, whatever binding it has, may stand for something a rule looks for:
+        it is a root of the rules' names (`torch`, `os`), is imported from under one, or holds a
+        CUDA name. Otherwise an inexact answer about it cannot change a match."""
+        roots = self.pattern_roots
+        return (
+            name in roots
+            or name in self.value_aliases
+            or any(path.split(".", 1)[0] in roots for path in paths)
+        )
 
     def _path(self, node: cst.CSTNode) -> tuple[str, str | None] | None:
         dotted = patterns.dotted_name(node)

@@ -78,6 +78,8 @@ class Rewriter(cst.CSTTransformer):
         self.inserts: dict[int, list[tuple[Finding, list[cst.SimpleStatementLine]]]] = {}
         self.suite_inserts: dict[int, tuple[Finding, cst.BaseSmallStatement]] = {}
         self.noted: set[str] = set()  # codes whose note the file already got
+        # new nodes whose ids key the sets above: kept alive, so no later node reuses the id
+        self.keys: list[cst.CSTNode] = []
         # each comment line written (by the id of its node), with its finding
         self.comments: dict[int, tuple[cst.EmptyLine, Finding]] = {}
 
@@ -92,6 +94,10 @@ class Rewriter(cst.CSTTransformer):
         if analysis is not None and analysis.on_enter is not None:
             analysis.on_enter(Edit(self, plan, node, node))
         return True
+
+    def _key(self, node: cst.CSTNode) -> int:
+        self.keys.append(node)
+        return id(node)
 
     def add_statement_after(self, statement: cst.CSTNode, finding: Finding, case: RuleCase) -> None:
         """The case's replacement as a statement after `statement` (a barrier), once."""
@@ -138,13 +144,13 @@ class Rewriter(cst.CSTTransformer):
                 if isinstance(result, cst.FlattenSentinel):
                     last = result.nodes[-1] if result.nodes else None
                 if isinstance(last, STATEMENTS):
-                    self.inserts[id(last)] = self.inserts.pop(id(original))
+                    self.inserts[self._key(last)] = self.inserts.pop(id(original))
         if isinstance(original, cst.SimpleStatementLine) and isinstance(
             result, cst.SimpleStatementLine
         ):
             if not result.body:
                 result = result.with_changes(body=[cst.Pass()])
-                self.removed_marker.add(id(result))
+                self.removed_marker.add(self._key(result))
         if isinstance(result, (cst.IndentedBlock, cst.Module)):
             result = self._finish_block(result)
         if isinstance(result, cst.Module) and self.analysis.setups:
@@ -243,7 +249,7 @@ class Rewriter(cst.CSTTransformer):
         if node_edits.needs_parens(parent, updated, new):
             new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         if isinstance(new, cst.Name) and new.value == "True":
-            self.produced_true.add(id(new))
+            self.produced_true.add(self._key(new))
         return new
 
     def render(
