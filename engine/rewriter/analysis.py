@@ -60,6 +60,7 @@ class FileAnalysis:
         self.rank_guards: list[bool] = []  # for each enclosing `if`: is its test about the rank?
         self._handlers = self._handler_table()
         self.namespace_aliases: set[str] = set()  # local names bound to a CUDA-only namespace
+        self.namespace_roots = index.namespace_roots
         self.top_index = 0  # index of the top-level statement being walked
         self.scope: tuple[int, ...] = ()  # enclosing functions, lambdas and classes
         # index of the first top-level statement with a plan (other than an import's own)
@@ -500,11 +501,6 @@ class FileAnalysis:
 
     def claim_subtree(self, node: cst.CSTNode) -> None:
         self.claimed.update(id(n) for n in patterns.walk(node))
-
-    @property
-    def namespace_roots(self) -> tuple[str, ...]:
-        return tuple(n for case in self.index.cases.get("namespace", ()) for n in case.names)
-
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 

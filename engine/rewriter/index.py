@@ -55,6 +55,8 @@ class RuleIndex:
             for root in (_pattern_roots(case) if name == PATTERN else MATCH_KINDS[name].roots(case))
         )
         self.alternatives = self._words()
+        # CUDA-only namespaces: a local name bound to one (`import torch.cuda as tc`) is noted
+        self.namespace_roots = tuple(n for c in self.cases.get("namespace", ()) for n in c.names)
         self.positions = devices.DevicePositions.from_kb(kb.device_positions)
         self.loop_settings = LoopSettings.from_kb(kb.loops)
         self.launchers = frozenset(kb.loops.get("launchers", []))
