@@ -502,6 +502,7 @@ class FileAnalysis:
     def claim_subtree(self, node: cst.CSTNode) -> None:
         self.claimed.update(id(n) for n in patterns.walk(node))
 
+
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
