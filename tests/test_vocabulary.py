@@ -109,3 +109,11 @@ def test_a_new_condition_is_one_registered_object(tmp_path: Path, monkeypatch) -
     index = RuleIndex(knowledge, knowledge.rules)
     assert migrate_text("import torch\ntorch.manual_seed(3)\n", index)[0].endswith("(10)\n")
     assert migrate_text("import torch\ntorch.manual_seed(42)\n", index)[0].endswith("(42)\n")
+
+
+def test_condition_words_join_the_pre_filter_only_when_the_file_must_spell_them() -> None:
+    one_of = CONDITIONS["one_of"]
+    assert one_of.words(["nccl", "gloo"]) == {frozenset({"nccl"}), frozenset({"gloo"})}
+    # a value source code may write with escapes asks for no word at all
+    assert one_of.words(["it's"]) == set()
+    assert one_of.words(["a\\b"]) == set()

@@ -131,8 +131,9 @@ def _required_words(case: RuleCase, kb: KnowledgeBase) -> list[set[frozenset[str
     if case.context is not None and case.context.words is not None:
         needed.append(case.context.words(kb))
     for condition, parameter in case.where.values():
-        if condition.words is not None:
-            needed.append(condition.words(parameter))
+        words = condition.words(parameter) if condition.words is not None else None
+        if words:  # (none: the condition asks for no word)
+            needed.append(words)
     return needed
 
 

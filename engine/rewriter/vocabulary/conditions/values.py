@@ -12,6 +12,17 @@ def _one_of(node: cst.CSTNode, values: list[Any], walk: Any) -> bool:
     return patterns.is_literal(node) and patterns.literal_value(node) in values
 
 
+def _spelled_out(values: list[Any]) -> set[frozenset[str]]:
+    """Pre-filter words: the file spells one of the values out. (A value that source code may
+    write with escapes gives no word: the file is not skipped for it.)"""
+    texts = [str(v) for v in values]
+    if any(not isinstance(v, (str, int, float)) for v in values) or any(
+        "\\" in text or "'" in text or '"' in text for text in texts
+    ):
+        return set()
+    return {frozenset({text}) for text in texts}
+
+
 def _on_host(node: cst.CSTNode, _: Any = None) -> bool:
     """`x.cpu()` or `x.to('cpu')`."""
     if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
@@ -29,7 +40,7 @@ CONDITIONS.register(
         check=_one_of,
         parameter={"type": "array", "minItems": 1},
         describe=lambda values: "one of " + ", ".join(f"`{v}`" for v in values),
-        words=lambda values: {frozenset({str(v)}) for v in values},  # one of them is spelled out
+        words=_spelled_out,
     )
 )
 CONDITIONS.register(
