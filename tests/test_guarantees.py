@@ -753,3 +753,32 @@ def test_seed_in_a_one_line_if_is_migrated_in_one_run() -> None:
     source = "import torch\n\nif torch.cuda.is_available(): torch.manual_seed(0)\n"
     out, _ = checkout.migrate_text(source, checkout.rule_index())
     assert checkout.migrate_text(out, checkout.rule_index())[0] == out
+
+
+@pytest.mark.parametrize("uses_black", [False, True])
+def test_the_comments_written_are_recorded_at_their_lines(tmp_path: Path, uses_black) -> None:
+    """The report reads the rewriter's record of its comments, never the output: each recorded
+    comment is at its line, black's reformatting of the lines before it included."""
+    if uses_black:
+        put(tmp_path / "pyproject.toml", "[tool.black]\n")
+    source = textwrap.dedent(
+        """\
+        import torch
+        x = torch.zeros(3, dtype=torch.float32, requires_grad=False, names=None).cuda()
+        n = torch.cuda.device_count()
+
+
+        start = torch.cuda.Event()
+        torch.manual_seed(0)
+        """
+    )
+    put(tmp_path / "m.py", source)
+    result = by_path(checkout.run(tmp_path, write=True))["m.py"]
+    lines = result.after.splitlines()
+    written = [(n, line.strip()) for n, line in enumerate(lines, 1) if "# PYTPU" in line]
+    assert len(written) >= 3
+    assert [(c.line, c.text) for c in result.comments] == written
+    assert {c.code for c in result.comments if c.needs_review} == {"PYTPU202", "PYTPU213"}
+    # with black, the long rewritten line above the comments is split: they moved down
+    statement = next(line for line in lines if line.startswith("x = "))
+    assert statement.endswith("(") == uses_black

@@ -53,7 +53,6 @@ class FileAnalysis:
         self.plans: dict[int, SitePlan] = {}
         self.on_path: set[int] = set()  # ancestors of planned nodes: the rewrite pass visits these
         self.claimed: set[int] = set()
-        self.device_nodes: set[int] = set()
         self.marks: dict[int, list[str]] = {}  # node -> positions it is in ("device", "host" ...)
         self.statement_values: set[int] = set()  # expressions that are whole statements
         self.path: list[cst.CSTNode] = []
@@ -69,7 +68,6 @@ class FileAnalysis:
         # throttles (`if step % 10 == 0:`): the contexts of host-sync diagnostics
         self.contexts: list[str] = []
         self.training: list[bool] = []  # for each enclosing loop: does it train?
-        self.host_nodes: set[int] = set()  # load locations (`map_location=`)
         self.device_variables = DeviceVariables()
         self.optimizer_order = OptimizerOrder()
         self.setups: list[tuple[Finding, RuleCase]] = []  # statements for the top of the module
@@ -265,9 +263,10 @@ class FileAnalysis:
 
     def _on_name(self, node: cst.Name) -> None:
         self.imports.uses[node.value] += 1
-        if id(node) in self.device_nodes:
+        marks = self.marks.get(id(node))
+        if marks and "device" in marks:
             self.device_variables.device_uses.add(node.value)
-        elif id(node) in self.host_nodes:
+        elif marks and "host" in marks:
             self.device_variables.host_uses.add(node.value)
 
     def _on_expr(self, node: cst.Expr) -> None:
@@ -301,7 +300,6 @@ class FileAnalysis:
 
     def _mark_device(self, node: cst.CSTNode) -> None:
         for sub in devices.device_subexpressions(node):
-            self.device_nodes.add(id(sub))
             self._mark(sub, "device")
 
     def _mark(self, node: cst.CSTNode, mark: str) -> None:
@@ -344,7 +342,6 @@ class FileAnalysis:
 
     def _mark_host(self, node: cst.CSTNode) -> None:
         for sub in devices.device_subexpressions(node):
-            self.host_nodes.add(id(sub))
             self._mark(sub, "host")
 
     def _mark_device_index(self, node: cst.CSTNode) -> None:

@@ -1,32 +1,33 @@
-"""Conditions on what names a device: `'cuda'`, `f'cuda:{rank}'`, `torch.device('cuda')`."""
+"""Conditions on what names a device: `'cuda'`, `f'cuda:{rank}'`, `'cuda:' + str(i)`."""
 
 from pytpu.engine.rewriter import devices
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 CUDA = {frozenset({"cuda"})}  # a CUDA device string is spelled out in the file
 
-CONDITIONS.register(
-    Condition(
-        name="cuda_device",
-        doc="names a CUDA device: `'cuda'`, `'cuda:0'`, or one built at run time "
-        "(`f'cuda:{rank}'`)",
-        check=lambda node, _, walk: devices.cuda_device_kind(node) is not None,
-        words=lambda _: CUDA,
+# name, what it asks, the kinds of CUDA device string it accepts (devices.cuda_device_kind)
+for name, doc, kinds in (
+    (
+        "cuda_device",
+        "names a CUDA device: `'cuda'`, `'cuda:0'`, or one built at run time (`f'cuda:{rank}'`)",
+        ("const", "dynamic"),
+    ),
+    (
+        "cuda_device_const",
+        "names a CUDA device with a constant string (`'cuda'`, `'cuda:1'`)",
+        ("const",),
+    ),
+    (
+        "cuda_device_dynamic",
+        "names a CUDA device built at run time (`f'cuda:{rank}'`, `'cuda:' + str(i)`)",
+        ("dynamic",),
+    ),
+):
+    CONDITIONS.register(
+        Condition(
+            name=name,
+            doc=doc,
+            check=lambda node, _, walk, kinds=kinds: devices.cuda_device_kind(node) in kinds,
+            words=lambda _: CUDA,
+        )
     )
-)
-CONDITIONS.register(
-    Condition(
-        name="cuda_device_const",
-        doc="names a CUDA device with a constant string (`'cuda'`, `'cuda:1'`)",
-        check=lambda node, _, walk: devices.cuda_device_kind(node) == "const",
-        words=lambda _: CUDA,
-    )
-)
-CONDITIONS.register(
-    Condition(
-        name="cuda_device_dynamic",
-        doc="names a CUDA device built at run time (`f'cuda:{rank}'`, `'cuda:' + str(i)`)",
-        check=lambda node, _, walk: devices.cuda_device_kind(node) == "dynamic",
-        words=lambda _: CUDA,
-    )
-)

@@ -43,22 +43,15 @@ CONDITIONS.register(
         words=_spelled_out,
     )
 )
-CONDITIONS.register(
-    Condition(
-        name="true",
-        doc="is the literal `True`",
-        check=lambda node, _, walk: patterns.literal_value(node) is True,
-        words=lambda _: {frozenset({"True"})},
+for literal in (True, False):
+    CONDITIONS.register(
+        Condition(
+            name=str(literal).lower(),
+            doc=f"is the literal `{literal}`",
+            check=lambda node, _, walk, literal=literal: patterns.literal_value(node) is literal,
+            words=lambda _, literal=literal: {frozenset({str(literal)})},
+        )
     )
-)
-CONDITIONS.register(
-    Condition(
-        name="false",
-        doc="is the literal `False`",
-        check=lambda node, _, walk: patterns.literal_value(node) is False,
-        words=lambda _: {frozenset({"False"})},
-    )
-)
 CONDITIONS.register(
     Condition(
         name="not_host",

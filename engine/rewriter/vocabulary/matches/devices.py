@@ -42,10 +42,13 @@ def _device_index(walk, node: cst.CSTNode, cases) -> bool:
 
 
 def _rewrite_string(edit):
-    value = patterns.literal_value(edit.case.template)
-    if edit.case.kind.name == "device_string":
-        edit.imports.require("torch_xla")
-    return devices.quote_like(edit.updated, value)
+    """The replacement string, quoted as the site was."""
+    return devices.quote_like(edit.updated, patterns.literal_value(edit.case.template))
+
+
+def _rewrite_device_string(edit):
+    edit.imports.require("torch_xla")  # the 'xla' device exists once torch_xla is imported
+    return _rewrite_string(edit)
 
 
 def _dynamic_is_noted(case, node: cst.CSTNode) -> str | None:
@@ -70,7 +73,7 @@ MATCH_KINDS.register(
         words=lambda case: CUDA,
         match=_device_string,
         marks=("device",),
-        rewrite=_rewrite_string,
+        rewrite=_rewrite_device_string,
         finding_kind=_dynamic_is_noted,
         order=10,
     )
