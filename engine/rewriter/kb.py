@@ -7,13 +7,14 @@ its patterns and templates are parsed, its wildcards checked, its version range 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import libcst as cst
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -148,7 +149,19 @@ def kb_dir() -> Path:
 
 @cache
 def schema() -> dict[str, Any]:
-    return json.loads((kb_dir() / "schema.json").read_text(encoding="utf-8"))
+    return json.loads(_schema_text())
+
+
+@cache
+def _schema_text() -> str:
+    return (kb_dir() / "schema.json").read_text(encoding="utf-8")
+
+
+@cache
+def _validator() -> Any:
+    import jsonschema  # (a tenth of a second with the checks; only when a file is new)
+
+    return jsonschema.Draft202012Validator(schema())
 
 
 def _rule_id_at(document: Any, path: list[Any]) -> str | None:
@@ -161,8 +174,9 @@ def _rule_id_at(document: Any, path: list[Any]) -> str | None:
 
 def validate_document(document: Any, path: str) -> None:
     """Check one family file against the schema; raise KBError on the first (most precise) error."""
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(document), key=lambda e: (len(e.path), str(e.path)))
+    import jsonschema
+
+    errors = sorted(_validator().iter_errors(document), key=lambda e: (len(e.path), str(e.path)))
     if not errors:
         return
     error = jsonschema.exceptions.best_match(errors)
@@ -177,7 +191,8 @@ def load_file(path: Path) -> dict[str, Any]:
     try:
         # (libyaml's loader where PyYAML has it: five times the pure-Python one's speed)
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+        text = path.read_text(encoding="utf-8")
+        document = yaml.load(text, Loader=loader)  # noqa: S506
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark else ""
@@ -186,8 +201,33 @@ def load_file(path: Path) -> dict[str, Any]:
         raise KBError(
             str(path), None, "a family file is a mapping with 'family', 'title' and 'rules'"
         )
-    validate_document(document, str(path))
+    seen = _validated_marker(text)
+    if seen is None or not seen.exists():
+        validate_document(document, str(path))
+        _remember(seen)
     return document
+
+
+def _validated_marker(text: str) -> Path | None:
+    """A file in the user's cache whose name says this family file, as it is now, passed this
+    schema: the check is then skipped (it is most of loading the KB). None without a cache."""
+    root = os.environ.get("PYTPU_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pytpu"
+    )
+    if root.startswith("~"):
+        return None  # no home folder
+    digest = hashlib.sha256(f"{_schema_text()}\0{text}".encode()).hexdigest()
+    return Path(root) / "kb-checked" / digest
+
+
+def _remember(marker: Path | None) -> None:
+    if marker is None:
+        return
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass  # a read-only home: the check runs each time
 
 
 def _as_list(value: Any) -> list[Any]:
