@@ -4,8 +4,10 @@ Test generation's recording, the suite's pytest runs (test generation and parity
 benchmark all run the user's code here, with a clean environment: this one without tokens, keys or
 other secrets (`safe_environment`), `PYTPU_DEVICE` naming the device, `PJRT_DEVICE` defaulting to
 the CPU on XLA, and, for a program with PyTPU inside it (the harness or the step timer), the
-bootstrap's folder first on PYTHONPATH (`pytpu.runtime.bootstrap`). Each runs in a session of its
-own, with a time limit; processes it leaves behind (data-loader workers) end with it.
+bootstrap's folder first on PYTHONPATH, kept there by shims first on PATH for `python`, `python3`,
+`python3.X` and the environment's scripts (`torchrun`) when the command sets PYTHONPATH itself
+(`pytpu.runtime.bootstrap`). Each runs in a session of its own, with a time limit; processes it
+leaves behind (data-loader workers) end with it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -60,6 +63,25 @@ def program_environment(
     if hide_gpus:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
+
+
+def ran_without_pytpu(command: str, what: str, output: str) -> str:
+    """The error for `command`, run with `output`, in which no Python process took PyTPU's `what`
+    (the harness, the step timer): what ran, and what to check."""
+    lines = output.splitlines()
+    # Python goes on without a sitecustomize that fails (another Python, without PyTPU).
+    failed = [lines[i + 1] for i, line in enumerate(lines[:-1]) if "Error in sitecustomize" in line]
+    why = f": PyTPU's start-up file failed in a Python it started ({failed[0]})" if failed else ""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return (
+        f"`{command}` ran without {what}{why}. PyTPU starts in a Python through PYTHONPATH, which"
+        " shims first on PATH restore when the command sets it. Check that the command runs"
+        f" {sys.executable} by a name PATH finds (`python`, `python3`, `{version}`, or a script"
+        " of that environment such as `torchrun`): not another interpreter, not a path that"
+        " passes the shims by, not after changing PATH (activating another environment); and"
+        f" without -I, -E or -S: isolated mode cannot take {what} (it ignores PYTHONPATH; -S"
+        " skips the start-up file)"
+    )
 
 
 def _on_device(env: dict[str, str], device: str, quick_compile: bool = False) -> dict[str, str]:

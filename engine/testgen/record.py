@@ -146,9 +146,7 @@ def _check(run: Run, command: str) -> None:
         tail = "\n".join(run.stderr.splitlines()[-12:])
         raise RecordingFailed(f"`{command}` exited with {run.returncode}:\n{tail}")
     if not run.harness:
-        raise RecordingFailed(
-            f"`{command}` ran without the harness (does it start Python as `python`?)"
-        )
+        raise RecordingFailed(processes.ran_without_pytpu(command, "the harness", run.stderr))
 
 
 def _close(a: Any, b: Any) -> bool:

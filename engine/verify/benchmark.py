@@ -187,7 +187,7 @@ def _error(
         tail = "\n".join(output.splitlines()[-15:])
         return f"`{command}` exited with {exit_code}:\n{tail}"
     if record is None:
-        return f"`{command}` ran without the step timer (does it start Python as `python`?)"
+        return processes.ran_without_pytpu(command, "the step timer", output)
     if not result["steps_timed"]:
         return (
             f"only {record['steps_ran']} steps ran; the benchmark needs {warmup} warm-up + at"

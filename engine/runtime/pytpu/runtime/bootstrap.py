@@ -1,7 +1,8 @@
 """How PyTPU starts inside a program it runs, for the harness and the step timer alike.
 
 The parent side: `program_environment` is the child's environment (this one without secrets, the
-settings as JSON in PYTPU_HARNESS or PYTPU_BENCHMARK, the `startup/` folder first on PYTHONPATH).
+settings as JSON in PYTPU_HARNESS or PYTPU_BENCHMARK, the `startup/` folder first on PYTHONPATH,
+and first on PATH the shims that put it back there when the command sets PYTHONPATH itself).
 The child side: Python imports `startup/sitecustomize.py` at start-up, which calls `start`: it
 hands over to the environment's own sitecustomize, if any, then maps CUDA to the CPU when the
 program runs there (the original code takes its CUDA path, the work done on the CPU) and installs
@@ -11,10 +12,16 @@ nothing, and imports nothing heavy: every Python the program starts runs it too.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import re
+import shlex
+import shutil
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +46,85 @@ def safe_environment() -> dict[str, str]:
 def program_environment(name: str, settings: dict[str, Any]) -> dict[str, str]:
     """The environment of a program run with PyTPU inside it: `settings` in the variable `name`
     (HARNESS_ENV or TIMER_ENV), no secrets, this Python first on PATH (the command's `python`
-    is the one with torch and this package), string hashes as in every other run."""
+    is the one with torch and this package) behind the shims, string hashes as in every other
+    run."""
     env = safe_environment()
     env[name] = json.dumps(settings)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(STARTUP), env.get("PYTHONPATH")]))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    path = [str(_shims()), str(Path(sys.executable).parent), env.get("PATH", "")]
+    env["PATH"] = os.pathsep.join(path)
     env["PYTHONHASHSEED"] = "0"
     return env
+
+
+# A run command is a shell line and may set PYTHONPATH itself (`PYTHONPATH=. python x.py`, a
+# script's `export PYTHONPATH=src`), which drops STARTUP. So the names a command starts Python by
+# are found first in a folder of shims: each puts STARTUP back at the front of PYTHONPATH (after
+# the command's own assignments, keeping their entries) and execs the program of its name that
+# PATH finds next, the same `python` as without it (so the same sys.executable). A console script
+# (torchrun) names its interpreter in its shebang, out of PATH's reach, so it has a shim too; the
+# processes it starts inherit the PYTHONPATH that shim set.
+_SHIM = """\
+#!/bin/sh
+# PyTPU's shim (pytpu.runtime.bootstrap): its start-up folder first on PYTHONPATH, then the
+# next program of this name on PATH.
+case "$PYTHONPATH" in
+    {startup} | {startup}:*) ;;
+    *) PYTHONPATH={startup}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH ;;
+esac
+name=${{0##*/}}
+IFS=:
+set -f
+for dir in $PATH; do
+    next=${{dir:-.}}/$name
+    if [ "$dir" != {folder} ] && [ -f "$next" ] && [ -x "$next" ]; then
+        exec "$next" "$@"
+    fi
+done
+echo "$name: command not found" >&2
+exit 127
+"""
+_shim_folder: Path | None = None  # this process's, removed when it exits
+
+
+def _shims() -> Path:
+    """The folder of shims: a link to one script for each name a command may start this Python
+    by, `python`, `python3`, `python3.X` and the Python scripts of its environment."""
+    global _shim_folder
+    if _shim_folder is None or not _shim_folder.is_dir():  # a long-lived process's /tmp is cleaned
+        _shim_folder = Path(tempfile.mkdtemp(prefix="pytpu-shims-"))
+        atexit.register(shutil.rmtree, _shim_folder, ignore_errors=True)
+        (_shim_folder / "bin").mkdir()
+        script = _shim_folder / "shim.sh"
+        folder = shlex.quote(str(_shim_folder / "bin"))
+        script.write_text(_SHIM.format(startup=shlex.quote(str(STARTUP)), folder=folder))
+        script.chmod(0o755)
+    for name in _python_names():  # each time: a script installed since gets its shim
+        with contextlib.suppress(FileExistsError):
+            (_shim_folder / "bin" / name).symlink_to(_shim_folder / "shim.sh")
+    return _shim_folder / "bin"
+
+
+def _python_names() -> set[str]:
+    version = sys.version_info
+    names = {"python", f"python{version.major}", f"python{version.major}.{version.minor}"}
+    for folder in {Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))}:
+        with contextlib.suppress(OSError):
+            names.update(path.name for path in folder.iterdir() if _is_python_script(path))
+    return names
+
+
+def _is_python_script(path: Path) -> bool:
+    """Does the shebang of `path` name a Python? pip writes `#!/.../python`, or for a long path
+    `#!/bin/sh` and then `'''exec' /.../python`."""
+    try:
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            return False
+        with path.open("rb") as file:
+            head = file.read(512)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"python" in b"\n".join(head.splitlines()[:2])
 
 
 # --- the child side --------------------------------------------------------------------------

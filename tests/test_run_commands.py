@@ -1,0 +1,104 @@
+"""Run commands as a shell user writes them: with their own PYTHONPATH and other variables, `env`,
+`cd`, `python -m`, `python3`, a shell script, torchrun and accelerate's launcher, the harness
+records the training step (test generation, and the generated suite's own runs) and the step timer
+times it (the benchmark). A command whose Python cannot take PyTPU says why."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytpu.engine import processes
+from pytpu.engine.testgen import record
+from pytpu.engine.verify import benchmark
+from pytpu.runtime import support
+from tests.test_step_benchmark import STEPS, WARMUP, _copy
+
+VERSION = f"python{sys.version_info.major}.{sys.version_info.minor}"
+# The tiny program's training step, as the harness keys it.
+STEP = "train.py::main#step1"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny program, with an entry point in a package that imports it from the root (so it
+    needs the root on sys.path) and a shell script that exports PYTHONPATH."""
+    root = _copy(tmp_path_factory.mktemp("commands"))
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "run.py").write_text("from train import main\n\nmain()\n")
+    (root / "run.sh").write_text('export PYTHONPATH=.\npython pkg/run.py "$@"\n')
+    return root
+
+
+def _needs(module: str):
+    found = importlib.util.find_spec(module) is not None
+    return pytest.mark.skipif(not found, reason=f"{module} is not installed")
+
+
+COMMANDS = [
+    "PYTHONPATH=. python pkg/run.py",
+    "CUDA_VISIBLE_DEVICES=0 python train.py --cuda",
+    "env TINY=1 PYTHONPATH=. python pkg/run.py",
+    "cd pkg && PYTHONPATH=.. python run.py",
+    "python -m pkg.run",
+    "python3 train.py",
+    f"{VERSION} train.py",
+    "bash run.sh",
+    "torchrun --nproc_per_node=1 train.py",
+    # Its workers are started as sys.executable, with the PYTHONPATH torchrun's shim set (on a
+    # free port: the one above takes torchrun's fixed one).
+    "PYTHONPATH=. torchrun --standalone --nproc_per_node=1 pkg/run.py",
+    pytest.param("accelerate launch --cpu train.py", marks=_needs("accelerate")),
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_recording_takes_the_command_as_written(repo, command):
+    run = record.run_once(repo, f"{command} --steps 2", 120, 1 << 20, [])
+    assert run.returncode == 0, run.stderr
+    assert STEP in {step["key"] for step in run.steps}, run.stderr
+
+
+def test_the_generated_suite_runs_the_command_as_written(repo, monkeypatch):
+    monkeypatch.setenv("PYTPU_DEVICE", "cpu")
+    run = support.run_program(repo, "PYTHONPATH=. python pkg/run.py --steps 2", timeout=120)
+    support.check_program_ran(run)
+    assert STEP in {step["key"] for step in run.steps}, run.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "PYTHONPATH=. python pkg/run.py",
+        "PYTHONPATH=. torchrun --standalone --nproc_per_node=1 pkg/run.py",
+    ],
+)
+def test_the_step_timer_takes_the_command_as_written(repo, command):
+    result = benchmark.measure(repo, f"{command} --cuda --steps 12", "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert result["steps_timed"] == STEPS
+
+
+def test_isolated_mode_is_an_error_that_says_it_cannot_take_the_harness(repo):
+    with pytest.raises(record.RecordingFailed) as failed:
+        record.record_twice(repo, "python -I train.py --steps 1", 120, 1 << 20, [])
+    message = str(failed.value)
+    assert message.startswith("`python -I train.py --steps 1` ran without the harness. ")
+    assert f"runs {sys.executable} by a name PATH finds" in message
+    assert "isolated mode cannot take the harness (it ignores PYTHONPATH" in message
+
+
+def test_a_start_up_file_that_fails_is_named_in_the_error():
+    output = (
+        "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+        "ModuleNotFoundError: No module named 'pytpu'\n"
+    )
+    message = processes.ran_without_pytpu("/usr/bin/python3 train.py", "the step timer", output)
+    assert message.startswith(
+        "`/usr/bin/python3 train.py` ran without the step timer: PyTPU's start-up file failed in"
+        " a Python it started (ModuleNotFoundError: No module named 'pytpu'). "
+    )
