@@ -31,7 +31,6 @@ from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.rewriter import checkout
 from pytpu.engine.verify import benchmark, parity
-from pytpu.runtime import support
 
 TESTS_MESSAGE = "Add behaviour tests (PyTPU)"
 MIGRATION_MESSAGE = "Migrate to PyTorch/XLA (PyTPU)"
@@ -312,22 +311,19 @@ def _parity(settings: config_module.Config, original: Path, work: Path) -> Parit
 def _benchmark(
     settings: config_module.Config, tests: GeneratedTests, original: Path, work: Path
 ) -> BenchmarkRun:
-    """The configured benchmark command, else the recorded run, on each side."""
+    """The configured benchmark command, else the recorded run, on each side. The recorded run
+    is short: when it runs too few steps the benchmark lengthens it; a `benchmark` command is
+    timed as written."""
     command = settings.benchmark_command or tests.generated.command
-    flag = tests.generated.accelerator_flag
-    sides = []
-    for root, device in ((original, settings.baseline_device), (work, "xla")):
-        sides.append(
-            benchmark.measure(
-                root,
-                support.command_for_device(command, flag, device),
-                device,
-                warmup=WARMUP,
-                steps=STEPS,
-                timeout=settings.timeout,
-            )
-        )
-    section = benchmark.compare(command, sides[0], sides[1], WARMUP, STEPS)
+    section = benchmark.run(
+        ((original, settings.baseline_device), (work, "xla")),
+        command,
+        tests.generated.accelerator_flag,
+        warmup=WARMUP,
+        steps=STEPS,
+        timeout=settings.timeout,
+        lengthen=settings.benchmark is None,
+    )
     return BenchmarkRun(section, speedup=section["speedup"])
 
 

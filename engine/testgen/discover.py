@@ -341,17 +341,134 @@ class RunCommand:
 
 
 def entry_script(root: Path, command: str) -> str | None:
-    """The `python X.py` script of a shell line, relative to the root (following a leading cd)."""
+    """The script a shell line runs (`program_call`), relative to the root."""
+    call = program_call(root, command)
+    return call.entry if call else None
+
+
+# A shell word (its quotes and escapes kept) or an operator: `&&`, `||`, `;`, `|`, `&`, a
+# redirection (`>`, `2>&`), a parenthesis.
+_SHELL_TOKEN = re.compile(
+    r"(?P<operator>&&|\|\||\d*[<>]+&?|[;&|()])"
+    r"|(?P<word>(?:[^\s'\"\\;&|<>()]|\\.|'[^']*'|\"(?:[^\"\\]|\\.)*\")+)"
+)
+_REDIRECTION = re.compile(r"\d*[<>]+&?")
+_PYTHON = re.compile(r"python[\d.]*")
+# Programs, and Python modules, that run a script given after their own options.
+LAUNCHERS = (
+    "torchrun",
+    "deepspeed",
+    "accelerate",
+    "torch.distributed.run",
+    "torch.distributed.launch",
+)
+_PYTHON_VALUE_OPTIONS = ("-W", "-X", "--check-hash-based-pycs")  # python options with a value
+
+
+@dataclass(frozen=True)
+class Word:
+    """A word of a shell line: where it is in the line, and its value once the shell unquotes it."""
+
+    start: int
+    end: int
+    value: str
+
+
+@dataclass(frozen=True)
+class ProgramCall:
+    """Where a shell line runs the program: the script (or module) Python runs, directly or
+    through a launcher, and the program's own arguments after it."""
+
+    entry: str  # the script, relative to the root, with /
+    arguments: tuple[Word, ...]  # the words after the script, up to an operator or redirection
+    end: int  # where the invocation's last word ends: an argument added there reaches the program
+
+    @property
+    def values(self) -> list[str]:
+        """The program's arguments as it receives them."""
+        return [word.value for word in self.arguments]
+
+
+def program_call(root: Path, command: str) -> ProgramCall | None:
+    """The first invocation in `command` of a Python script or module of the repository:
+    `PYTHONPATH=. python train.py`, `env A=1 python3 -u -m pkg.train`, `cd src && python x.py`,
+    `torchrun --nproc_per_node=1 train.py`, `accelerate launch x.py`."""
     directory = root
-    for part in re.split(r"&&|;", command):
-        words = shlex.split(part)
-        if words[:1] == ["cd"] and len(words) == 2:
-            directory = directory / words[1]
-        for index, word in enumerate(words):
-            if re.fullmatch(r"python[\d.]*", Path(word).name) and index + 1 < len(words):
-                script = directory / words[index + 1]
-                if script.suffix == ".py" and script.exists():
-                    return script.resolve().relative_to(root.resolve()).as_posix()
+    for words in _simple_commands(command):
+        values = [word.value for word in words]
+        if values[:1] == ["cd"] and len(values) == 2:
+            directory = directory / values[1]
+            continue
+        found = _script_word(values)
+        if found is None:
+            continue
+        index, module = found
+        script = _script_path(directory, values[index], module)
+        try:
+            entry = script.resolve().relative_to(root.resolve()).as_posix() if script else None
+        except ValueError:  # a script outside the repository
+            entry = None
+        if entry is not None:
+            return ProgramCall(entry, tuple(words[index + 1 :]), words[-1].end)
+    return None
+
+
+def _script_path(directory: Path, name: str, module: bool) -> Path | None:
+    if module:
+        dotted = directory / name.replace(".", "/")
+        candidates = [dotted.with_name(f"{dotted.name}.py"), dotted / "__main__.py"]
+    else:
+        candidates = [directory / name] if name.endswith(".py") else []
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _simple_commands(command: str) -> list[list[Word]]:
+    """The words of each command of a shell line, split at its operators; a redirection ends its
+    command's words (the words after it are not looked at)."""
+    commands: list[list[Word]] = [[]]
+    redirected = False
+    for token in _SHELL_TOKEN.finditer(command):
+        operator = token["operator"]
+        if operator and _REDIRECTION.fullmatch(operator):
+            redirected = True
+        elif operator:
+            commands.append([])
+            redirected = False
+        elif not redirected:  # the regular expression matched its quotes: shlex reads it
+            value = "".join(shlex.split(token["word"]))
+            commands[-1].append(Word(token.start(), token.end(), value))
+    return [words for words in commands if words]
+
+
+def _script_word(words: list[str]) -> tuple[int, bool] | None:
+    """The index of the script (True: of the module) that a command runs with Python, directly or
+    through a launcher, after variables, `env` and options."""
+    index = 0
+    while index < len(words) and (words[index] == "env" or re.fullmatch(r"\w+=.*", words[index])):
+        index += 1
+    if index == len(words):
+        return None
+    name = Path(words[index]).name
+    launcher = name in LAUNCHERS
+    if not (launcher or _PYTHON.fullmatch(name)):
+        return None
+    index += 1
+    while index < len(words):
+        word = words[index]
+        if launcher:
+            if word.endswith(".py"):
+                return index, False
+        elif word == "-m" and index + 1 < len(words):
+            if words[index + 1] not in LAUNCHERS:
+                return index + 1, True
+            launcher, index = True, index + 1  # python -m torch.distributed.run ... x.py
+        elif word == "-c":
+            return None
+        elif word in _PYTHON_VALUE_OPTIONS:
+            index += 1
+        elif not word.startswith("-"):
+            return index, False
+        index += 1
     return None
 
 
@@ -447,8 +564,9 @@ class Variant:
 class _Setting:
     name: str
     option: str
-    default: str | None
+    default: str | int | None
     attribute: bool  # read as `args.name` (argparse) rather than as a global `name`
+    kind: type = str  # what the program reads: str, or int (`type=int`, an int global)
 
 
 def setting_variants(root: Path, command: RunCommand) -> tuple[list[Variant], list[tuple]]:
@@ -463,8 +581,9 @@ def setting_variants(root: Path, command: RunCommand) -> tuple[list[Variant], li
         tree = MetadataWrapper(cst.parse_module(path.read_bytes()))
     except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
         return [], []
-    settings = _settings(tree.module, command.command)
-    given = _given_options(command.command)
+    settings = {n: s for n, s in _settings(tree.module, command.command).items() if s.kind is str}
+    call = program_call(root, command.command)
+    given = _given_options(call.values if call else [])
     positions = tree.resolve(PositionProvider)
     code = tree.module.code_for_node
     variants: dict[tuple[str, str], Variant] = {}
@@ -499,8 +618,8 @@ def _ends_with_script(command: str, entry: str) -> bool:
 
 
 def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
-    """argparse options that take a string, or, where the command sets the script's globals
-    (`--name=value`, nanoGPT's configurator), its module-level string globals."""
+    """argparse options that take a string or an int, or, where the command sets the script's
+    globals (`--name=value`, nanoGPT's configurator), its module-level string and int globals."""
     settings: dict[str, _Setting] = {}
     for call in m.findall(module, m.Call(func=m.Attribute(attr=m.Name("add_argument")))):
         assert isinstance(call, cst.Call)
@@ -511,39 +630,45 @@ def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
         ]
         long = [o for o in options if isinstance(o, str) and o.startswith("--")]
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword}
-        action, kind = keywords.get("action"), keywords.get("type")
+        action, written_type = keywords.get("action"), keywords.get("type", cst.Name("str"))
         if not long or action is not None or "nargs" in keywords:
             continue
-        if kind is not None and not m.matches(kind, m.Name("str")):
+        kind = _KINDS.get(written_type.value) if isinstance(written_type, cst.Name) else None
+        if kind is None:
             continue
         dest = keywords.get("dest")
         name = dest.evaluated_value if isinstance(dest, cst.SimpleString) else None
         name = name or long[0][2:].replace("-", "_")
-        default = keywords.get("default")
-        default = default.evaluated_value if isinstance(default, cst.SimpleString) else None
-        settings[name] = _Setting(name, long[0], default, attribute=True)
-    globals_: dict[str, str | None] = {}  # module-level names -> their string value, if one
+        default = _literal(keywords.get("default"))
+        default = default if isinstance(default, kind) else None
+        settings[name] = _Setting(name, long[0], default, attribute=True, kind=kind)
+    globals_: dict[str, str | int | None] = {}  # module-level names -> their value, if a literal
     for statement in module.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
             if m.matches(small, m.Assign(targets=[m.AssignTarget(m.Name())])):
-                value = small.value
-                text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
-                globals_[small.targets[0].target.value] = text
+                globals_[small.targets[0].target.value] = _literal(small.value)
     if any(f"--{name}=" in command for name in globals_):
-        for name, text in globals_.items():
-            if isinstance(text, str):
-                settings.setdefault(name, _Setting(name, f"--{name}", text, attribute=False))
+        for name, value in globals_.items():
+            if value is not None:
+                setting = _Setting(name, f"--{name}", value, attribute=False, kind=type(value))
+                settings.setdefault(name, setting)
     return settings
 
 
-def _given_options(command: str) -> dict[str, str]:
-    """Options the command gives a value: `--name=value` or `--name value`; the last one counts."""
-    try:
-        words = shlex.split(_last_part(command))
-    except ValueError:
-        return {}
+_KINDS: dict[str, type] = {"str": str, "int": int}
+
+
+def _literal(node: cst.BaseExpression | None) -> str | int | None:
+    """The value of a string or integer literal."""
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        return node.evaluated_value
+    return None
+
+
+def _given_options(words: list[str]) -> dict[str, str]:
+    """Options the words give a value: `--name=value` or `--name value`; the last one counts."""
     given = {}
     for index, word in enumerate(words):
         if not word.startswith("--"):
@@ -554,6 +679,47 @@ def _given_options(command: str) -> dict[str, str]:
         elif index + 1 < len(words) and not words[index + 1].startswith("-"):
             given[name] = words[index + 1]
     return given
+
+
+# --- how long the program trains -----------------------------------------------------------------
+
+# Settings that say how long a program trains, by name (`-` read as `_`): epochs, n_epochs,
+# max_steps, train_steps, max_iters, num_iters, niter, iterations, num_train_epochs... Not
+# eval_iters or warmup_steps: those are parts of a run.
+STEP_SETTING_NAMES = re.compile(
+    r"(?:(?:max|num|n|total|train)_?)*(?:steps|iters?|iterations|epochs)"
+)
+
+
+@dataclass(frozen=True)
+class StepSetting:
+    """A number of steps, iterations or epochs that the program reads and the command can set."""
+
+    option: str  # as the command writes it: --epochs, --max-steps, --max_iters (a global)
+    value: int  # the command's value, else the program's default
+    given: bool  # the command gives it
+
+
+def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetting]:
+    """The entry script's step or epoch settings that have a value: integer argparse options
+    the command gives or that have a default, and integer globals of such a name where the
+    command sets the script's globals (`--max_iters=20`, nanoGPT's configurator)."""
+    try:
+        module = cst.parse_module((root / call.entry).read_bytes())
+    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+        return []
+    given = _given_options(call.values)
+    found = []
+    for setting in _settings(module, command).values():
+        if setting.kind is not int or not STEP_SETTING_NAMES.fullmatch(setting.name.lower()):
+            continue
+        written = given.get(setting.option)
+        if written is not None and not written.isdigit():
+            continue  # a value the shell makes (`$EPOCHS`), not one to scale
+        value = int(written) if written else setting.default
+        if isinstance(value, int):
+            found.append(StepSetting(setting.option, value, given=written is not None))
+    return found
 
 
 def _compared(test: cst.BaseExpression, settings: dict[str, _Setting]) -> list[tuple]:

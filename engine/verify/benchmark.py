@@ -8,20 +8,39 @@ device waited for before each stop of the clock, several timed steps, their medi
 compile time apart. On XLA it also records the evidence of a good migration: graphs compiled,
 compilations after warm-up (zero in the steady state), device-to-host transfers per step and ops
 that fell back to the CPU.
+
+A short run command (test generation's) may run too few steps to time: `run` then raises the
+program's own step or epoch setting (`--epochs`, `--max-steps`, nanoGPT's `--max_iters=N`), as
+test generation's discovery finds it, and runs the longer command instead.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytpu.engine import processes
+from pytpu.engine.testgen import discover
+from pytpu.runtime import support
 
 DEVICES = ("cpu", "cuda", "xla")
 MIN_TIMED = 2  # a median and a spread need at least two steps
+LENGTHENINGS = 2  # longer commands tried after one that ran too few steps
+LIMIT_SHARE = 0.8  # of the time limit, the most a longer command is planned to take
+# Steps planned beyond those needed: settings rarely count steps exactly (`range(1, n)`,
+# `while i <= n`), and the timer ends the program once its steps are timed.
+MARGIN = 1.25
+ASK = "give a longer `benchmark` command"
+LOOKED_FOR = (
+    "an integer argparse option named like --epochs, --max-steps, --max_iters, --num-iters,"
+    " --steps or --iterations that the command gives or that has a default, or such a global"
+    " when the command sets the script's globals as `--name=value`"
+)
 
 METHOD = (
     "Each side runs the benchmark command with a timer inside it; a training step ends at each "
@@ -62,10 +81,159 @@ def measure(
     return result
 
 
-def compare(
-    command: str, baseline: dict[str, Any], target: dict[str, Any], warmup: int, steps: int
+def run(
+    sides: tuple[tuple[Path, str], tuple[Path, str]],
+    command: str,
+    accelerator_flag: str | None = None,
+    warmup: int = 3,
+    steps: int = 10,
+    timeout: float = 600,
+    lengthen: bool = True,
 ) -> dict[str, Any]:
-    """Both sides, and the speedup: the baseline's median step over the target's."""
+    """`command` timed on the baseline's (root, device), then on the target's, compared.
+
+    With `lengthen`, a command that runs too few steps is made longer (`longer`), at most
+    LENGTHENINGS times, and both sides run the longer one; the section names the command that
+    ran, and what was raised from the given one."""
+    tried = _Lengthening(command)
+    while True:
+        results: list[dict[str, Any]] = []
+        plan: Longer | str | None = None
+        for root, device in sides:
+            on_device = support.command_for_device(command, accelerator_flag, device)
+            results.append(measure(root, on_device, device, warmup, steps, timeout))
+            if lengthen and _too_short(results[-1]):
+                plan = tried.plan(root, command, results[-1], warmup, steps, timeout)
+                if isinstance(plan, Longer):
+                    break  # the other side runs the longer command
+                results[-1]["error"] = _too_few(results[-1]["steps_ran"], warmup, plan)
+        if not isinstance(plan, Longer):
+            return compare(command, *results, warmup, steps, lengthened=tried.summary())
+        command = plan.command
+
+
+class _Lengthening:
+    """The longer commands tried after the given one: at most LENGTHENINGS, each running more
+    steps than the one before."""
+
+    def __init__(self, given: str):
+        self.given = given
+        self.raised: dict[str, tuple[int, int]] = {}  # option -> (the given value, the latest)
+        self.ran: list[int] = []  # the steps each command too short ran
+
+    def plan(
+        self,
+        root: Path,
+        command: str,
+        result: dict[str, Any],
+        warmup: int,
+        steps: int,
+        timeout: float,
+    ) -> Longer | str:
+        """A longer command than `command`, which ran too few steps (`result`); else why not."""
+        ran = result["steps_ran"]
+        if self.ran and ran <= self.ran[-1]:
+            return f"raising {self._described()} gave no more steps; {ASK}"
+        if len(self.ran) == LENGTHENINGS:
+            return f"too few still with {self._described()}; {ASK}"
+        plan = longer(root, command, result, warmup, steps, timeout)
+        if isinstance(plan, Longer):
+            self.ran.append(ran)
+            for option, (old, new) in plan.raised.items():
+                self.raised[option] = (self.raised.get(option, (old, new))[0], new)
+        return plan
+
+    def summary(self) -> dict[str, Any] | None:
+        """The report's `lengthened`: the given command, the steps it ran, what was raised."""
+        if not self.raised:
+            return None
+        settings = [{"option": o, "from": a, "to": b} for o, (a, b) in self.raised.items()]
+        return {"from": self.given, "steps_ran": self.ran[0], "settings": settings}
+
+    def _described(self) -> str:
+        return ", ".join(f"{o} from {a} to {b}" for o, (a, b) in self.raised.items())
+
+
+@dataclass(frozen=True)
+class Longer:
+    """A command made longer: each step or epoch setting raised, (its value, the new value)."""
+
+    command: str
+    raised: dict[str, tuple[int, int]]
+
+
+def longer(
+    root: Path, command: str, result: dict[str, Any], warmup: int, steps: int, timeout: float
+) -> Longer | str:
+    """`command`, which ran too few steps (`result`), with the program's step or epoch settings
+    raised in proportion to the steps the benchmark needs, within the time limit; else why not.
+
+    The settings the command gives are raised (else those with a default): each by the factor of
+    planned steps over the steps that ran, so that epochs scale by the steps per epoch seen."""
+    call = discover.program_call(root, command)
+    if call is None:
+        return (
+            "PyTPU found no Python script in the command to raise a step or epoch setting of"
+            f" (it reads `python x.py`, `python -m module`, `torchrun x.py`); {ASK}"
+        )
+    found = [s for s in discover.step_settings(root, call, command) if s.value > 0]
+    if not found:
+        return (
+            f"PyTPU found no step or epoch setting in {call.entry} to raise ({LOOKED_FOR}); {ASK}"
+        )
+    ran, least = result["steps_ran"], 1 + warmup + MIN_TIMED
+    later = result["warmup_ms"][1:] or result["warmup_ms"]  # the first step includes start-up
+    step_seconds = max(statistics.median(later) / 1000, 1e-3)
+    fits = ran + int((LIMIT_SHARE * timeout - result["seconds"]) / step_seconds)
+    planned = min(math.ceil((1 + warmup + steps) * MARGIN), fits)
+    if planned < least:
+        return (
+            f"at {step_seconds:.2f} s a step, {least} steps do not fit in the time limit"
+            f" ({timeout:.0f} s): raise `timeout`, or give a `benchmark` command with quicker steps"
+        )
+    chosen = [s for s in found if s.given] or found
+    values = {s.option: math.ceil(s.value * planned / ran) for s in chosen}
+    raised = {s.option: (s.value, values[s.option]) for s in chosen}
+    return Longer(_with_values(command, call, values), raised)
+
+
+def _with_values(command: str, call: discover.ProgramCall, values: dict[str, int]) -> str:
+    """`command` with each option of the program's invocation set to its value: in place where
+    it gives the option (`--n 5`, `--n=5`), else added after its last argument (`--n=5`, which
+    a configurator of globals reads too). The rest of the line is left as written."""
+    edits: list[tuple[int, int, str]] = []
+    added = []
+    for option, value in values.items():
+        before = len(edits)
+        for index, word in enumerate(call.arguments):
+            if word.value.startswith(f"{option}="):
+                edits.append((word.start, word.end, f"{option}={value}"))
+            elif word.value == option and index + 1 < len(call.arguments):
+                following = call.arguments[index + 1]
+                edits.append((following.start, following.end, str(value)))
+        if len(edits) == before:
+            added.append(f" {option}={value}")
+    edits.append((call.end, call.end, "".join(added)))
+    for start, end, text in sorted(edits, reverse=True):
+        command = command[:start] + text + command[end:]
+    return command
+
+
+def _too_short(result: dict[str, Any]) -> bool:
+    """The program ended by itself after some steps, too few to time any."""
+    return result["exit_code"] == 0 and result["steps_ran"] > 0 and not result["steps_timed"]
+
+
+def compare(
+    command: str,
+    baseline: dict[str, Any],
+    target: dict[str, Any],
+    warmup: int,
+    steps: int,
+    lengthened: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Both sides, and the speedup: the baseline's median step over the target's. `lengthened`:
+    the command given, its steps and the settings raised when `command` is a longer one."""
     speedup = None
     if baseline.get("median_ms") and target.get("median_ms"):
         # Three significant digits: a slow target (x0.0042) must not round to zero.
@@ -84,6 +252,7 @@ def compare(
         "target": target,
         "speedup": speedup,
         "error": "\n".join(problems) or None,
+        "lengthened": lengthened,
     }
 
 
@@ -117,6 +286,7 @@ def _summary(record: dict[str, Any] | None, device: str) -> dict[str, Any]:
     result = {
         "device": device,
         "device_name": record.get("device_name") if device == "xla" else _host_name(device),
+        "steps_ran": record["steps_ran"],
         "steps_timed": len(timed),
         "median_ms": median,
         "spread_ms": spread,
@@ -189,11 +359,14 @@ def _error(
     if record is None:
         return processes.ran_without_pytpu(command, "the step timer", output)
     if not result["steps_timed"]:
-        return (
-            f"only {record['steps_ran']} steps ran; the benchmark needs {warmup} warm-up + at"
-            f" least {MIN_TIMED} timed steps (after the first step, which includes start-up):"
-            " give a longer `benchmark` command"
-        )
+        return _too_few(record["steps_ran"], warmup, ASK)
     if result["device"] == "xla" and not result["compile"]["graphs"]:
         return "the program compiled no graph for the XLA device: its steps did not run there"
     return None
+
+
+def _too_few(ran: int, warmup: int, advice: str) -> str:
+    return (
+        f"only {ran} steps ran; the benchmark needs {warmup} warm-up + at least {MIN_TIMED} timed"
+        f" steps (after the first step, which includes start-up): {advice}"
+    )

@@ -1,0 +1,249 @@
+"""A run command too short for the benchmark is lengthened by the program's own step or epoch
+setting (an argparse option, or a global nanoGPT's configurator sets), within the time limit, in
+every form a command takes; the report names the command that ran. Without such a setting, the
+error says what was looked for."""
+
+from __future__ import annotations
+
+import copy
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytpu.engine.reporting import markdown
+from pytpu.engine.verify import benchmark
+from tests.test_reporting import load, section
+from tests.test_step_benchmark import STEPS, WARMUP, _copy, _program, migrated  # noqa: F401
+
+# Three optimizer steps an epoch.
+EPOCHS = """
+    import argparse
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--name", default="run")
+    parser.add_argument("--eval-iters", type=int, default=2)  # not a length of the run
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [torch.randn(8, 4) for _ in range(3)]
+    for epoch in range(args.epochs):
+        for x in batches:
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+"""
+# nanoGPT's style: settings are globals, which `--name=value` sets through a configurator; like
+# nanoGPT, it runs max_iters + 1 steps.
+GLOBALS = """
+    import torch
+
+    max_iters = 3
+    batch_size = 8
+    exec(open("configurator.py").read())
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for iter_num in range(max_iters + 1):
+        optimizer.zero_grad()
+        model(torch.randn(batch_size, 4)).pow(2).mean().backward()
+        optimizer.step()
+"""
+CONFIGURATOR = """
+    import sys
+    from ast import literal_eval
+
+    for arg in sys.argv[1:]:
+        key, value = arg[2:].split("=")
+        assert key in globals(), key
+        globals()[key] = literal_eval(value)
+"""
+# A fixed number of steps, whatever the options say.
+FIXED = """
+    import argparse
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max-steps", type=int, default=3)  # read, and ignored
+    parser.add_argument("--lr", type=float, default=0.1)
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    for step in range(3):
+        optimizer.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+"""
+
+
+def _short(ran: int, step_ms: float = 10.0, seconds: float = 2.0) -> dict:
+    """What measure gives for a run of `ran` steps, the first with start-up."""
+    return {"steps_ran": ran, "warmup_ms": [500.0] + [step_ms] * (ran - 1), "seconds": seconds}
+
+
+def _longer(root: Path, command: str, result: dict, timeout: float = 300):
+    return benchmark.longer(root, command, result, WARMUP, STEPS, timeout)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """The epochs program at the root, in a package and in a folder."""
+    root = _program(tmp_path, EPOCHS)
+    for folder in ("pkg", "src"):
+        (root / folder).mkdir()
+        (root / folder / "train.py").write_text((root / "train.py").read_text())
+    (root / "pkg" / "__init__.py").write_text("")
+    return root
+
+
+# --- the longer command, in each form a command takes --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("python train.py --epochs 1", "python train.py --epochs 5"),
+        ("PYTHONPATH=. python train.py --epochs=2", "PYTHONPATH=. python train.py --epochs=10"),
+        ("python -m pkg.train --max-steps 2", "python -m pkg.train --max-steps 10"),
+        (
+            "env A=1 python3 -u -m pkg.train --max-steps 2 --max-steps 2",
+            "env A=1 python3 -u -m pkg.train --max-steps 10 --max-steps 10",
+        ),
+        (
+            "accelerate launch --cpu train.py --epochs 2",
+            "accelerate launch --cpu train.py --epochs 10",
+        ),
+        (
+            "torchrun --nproc_per_node=1 train.py --max-steps=2 | tee log",
+            "torchrun --nproc_per_node=1 train.py --max-steps=10 | tee log",
+        ),
+        # No step setting in the command: the default is raised, added after the last argument,
+        # before the redirection; quoted words stay as written.
+        (
+            "cd src && python train.py --name 'a b' > log 2>&1",
+            "cd src && python train.py --name 'a b' --epochs=100 > log 2>&1",
+        ),
+        (
+            "python -m torch.distributed.run --nproc_per_node 1 train.py && echo done",
+            "python -m torch.distributed.run --nproc_per_node 1 train.py --epochs=100 && echo done",
+        ),
+    ],
+)
+def test_the_setting_is_raised_on_the_program_s_invocation(repo, command, expected):
+    # Two steps ran: each setting is scaled by the 10 steps planned over those 2.
+    plan = _longer(repo, command, _short(2))
+    assert isinstance(plan, benchmark.Longer), plan
+    assert plan.command == expected
+
+
+def test_epochs_scale_by_the_steps_an_epoch_ran(repo):
+    plan = _longer(repo, "python train.py --epochs 1", _short(3))
+    assert plan.raised == {"--epochs": (1, 4)}  # 3 steps an epoch: 4 epochs give the 10 planned
+
+
+def test_the_time_limit_caps_the_steps_planned(repo):
+    # 2 s a step after 10 s for 2 steps: in 80% of 20 s, 3 more steps fit; 5 are the fewest
+    # the benchmark takes (1 + 2 warm-up + 2 timed), so it plans 5 rather than 10.
+    plan = _longer(repo, "python train.py --max-steps 2", _short(2, 2000, 10), timeout=20)
+    assert plan.raised == {"--max-steps": (2, 5)}
+    why = _longer(repo, "python train.py --max-steps 2", _short(2, 2000, 10), timeout=15)
+    assert why == (
+        "at 2.00 s a step, 5 steps do not fit in the time limit (15 s): raise `timeout`, or give"
+        " a `benchmark` command with quicker steps"
+    )
+
+
+def test_without_a_python_script_the_error_says_what_was_read(repo):
+    (repo / "run.sh").write_text("python train.py --epochs 1\n")
+    why = _longer(repo, "bash run.sh", _short(3))
+    assert why.startswith("PyTPU found no Python script in the command to raise a step or epoch")
+    assert why.endswith("(it reads `python x.py`, `python -m module`, `torchrun x.py`);"
+                        " give a longer `benchmark` command")  # fmt: skip
+
+
+# --- the benchmark with the longer command ------------------------------------------------------
+
+
+def test_an_epochs_program_is_timed_with_more_epochs(tmp_path):
+    root = _program(tmp_path, EPOCHS)
+    short = benchmark.measure(root, "python train.py --epochs 1", "cpu", WARMUP, STEPS)
+    assert short["steps_ran"] == 3 and short["steps_timed"] == 0
+    plan = _longer(root, "python train.py --epochs 1", short)
+    assert plan.command == "python train.py --epochs 4"
+    result = benchmark.measure(root, plan.command, "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert result["steps_timed"] == STEPS  # 12 steps planned; the timer ended the run at 8
+
+
+def test_a_configurator_global_is_set_as_name_equals_value(tmp_path):
+    root = _program(tmp_path, GLOBALS)
+    (root / "configurator.py").write_text(textwrap.dedent(CONFIGURATOR))
+    command = "python train.py --batch_size=4"  # the command sets globals: max_iters can be set
+    short = benchmark.measure(root, command, "cpu", WARMUP, STEPS)
+    assert short["steps_ran"] == 4  # max_iters + 1
+    plan = _longer(root, command, short)
+    assert plan.command == "python train.py --batch_size=4 --max_iters=8"
+    result = benchmark.measure(root, plan.command, "cpu", WARMUP, STEPS)
+    assert result["error"] is None, result["error"]
+    assert result["steps_timed"] == STEPS
+
+
+def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, migrated):  # noqa: F811
+    # The CUDA program on the CPU and, migrated, on XLA: `--steps 4` is too short for both.
+    sides = ((_copy(tmp_path), "cpu"), (migrated, "xla"))
+    bench = benchmark.run(sides, "python train.py --steps 4", "--cuda", WARMUP, STEPS, 300)
+    assert bench["error"] is None, bench["error"]
+    assert bench["command"] == "python train.py --steps 10"
+    assert bench["lengthened"] == {
+        "from": "python train.py --steps 4",
+        "steps_ran": 4,
+        "settings": [{"option": "--steps", "from": 4, "to": 10}],
+    }
+    assert bench["baseline"]["steps_timed"] == bench["target"]["steps_timed"] == STEPS
+    assert bench["target"]["compile"]["graphs"] >= 1 and bench["speedup"] > 0
+
+    document = copy.deepcopy(load("parity"))
+    document["benchmark"] = bench
+    text = section(markdown.render(document), "Benchmark")  # checked against the schema first
+    assert (
+        "Command: `python train.py --steps 10`, not the run command `python train.py --steps 4`:"
+        f" that ran 4 steps, too few for the first step, {WARMUP} warm-up and {STEPS} timed steps,"
+        " so PyTPU raised `--steps` from 4 to 10."
+    ) in text
+
+
+def test_without_a_step_setting_the_error_says_what_was_looked_for(tmp_path):
+    root = _program(tmp_path, FIXED.replace('"--max-steps"', '"--repeats"'))
+    bench = benchmark.run(((root, "cpu"), (root, "cpu")), "python train.py", None, WARMUP, STEPS)
+    assert bench["command"] == "python train.py" and bench["lengthened"] is None
+    assert bench["baseline"]["error"] == (
+        "only 3 steps ran; the benchmark needs 2 warm-up + at least 2 timed steps (after the"
+        " first step, which includes start-up): PyTPU found no step or epoch setting in train.py"
+        f" to raise ({benchmark.LOOKED_FOR}); give a longer `benchmark` command"
+    )
+    assert "an integer argparse option named like --epochs, --max-steps" in benchmark.LOOKED_FOR
+
+
+def test_a_setting_that_gives_no_more_steps_is_raised_once(tmp_path):
+    root = _program(tmp_path, FIXED)
+    bench = benchmark.run(
+        ((root, "cpu"), (root, "cpu")), "python train.py --max-steps 3", None, WARMUP, STEPS
+    )
+    assert bench["command"] == "python train.py --max-steps 10"  # the command that ran last
+    assert bench["lengthened"]["settings"] == [{"option": "--max-steps", "from": 3, "to": 10}]
+    assert bench["baseline"]["error"].endswith(
+        ": raising --max-steps from 3 to 10 gave no more steps; give a longer `benchmark` command"
+    )
+    assert bench["speedup"] is None
+
+
+def test_a_configured_benchmark_command_is_timed_as_written(tmp_path):
+    root = _program(tmp_path, EPOCHS)
+    bench = benchmark.run(
+        ((root, "cpu"), (root, "cpu")), "python train.py --epochs 1", None, WARMUP, STEPS,
+        lengthen=False,
+    )  # fmt: skip
+    assert bench["command"] == "python train.py --epochs 1" and bench["lengthened"] is None
+    assert bench["baseline"]["error"].endswith(": give a longer `benchmark` command")
