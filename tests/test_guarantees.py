@@ -782,3 +782,38 @@ def test_the_comments_written_are_recorded_at_their_lines(tmp_path: Path, uses_b
     # with black, the long rewritten line above the comments is split: they moved down
     statement = next(line for line in lines if line.startswith("x = "))
     assert statement.endswith("(") == uses_black
+
+
+def test_no_rule_judges_another_rules_output() -> None:
+    """R-HOST-05 adds `.cpu()` where an image is saved; in a step, R-HOST-01 flags that read of
+    a device value in the first run (the original reads it too), not in a second run over the
+    `.cpu()` PyTPU wrote; and a file whose only device word is PyTPU's own import of torch_xla
+    (for `xm.save`) gets no barriers in a second run."""
+    index = checkout.rule_index()
+    step = textwrap.dedent(
+        """\
+        import torchvision.utils as vutils
+
+        def train(model, loader, optimizer, device):
+            for x, y in loader:
+                loss = model(x.to(device)).mean()
+                loss.backward()
+                optimizer.step()
+                vutils.save_image(x, "a.png", normalize=True)
+                grid = vutils.make_grid(x, nrow=4)
+        """
+    )
+    saves = textwrap.dedent(
+        """\
+        import torch
+
+        def check(model, inputs, path):
+            for x in inputs:
+                torch.save(model(x), path)
+        """
+    )
+    for source in (step, saves):
+        first, _ = checkout.migrate_text(source, index)
+        assert first != source
+        assert checkout.migrate_text(first, index)[0] == first
+    assert checkout.migrate_text(step, index)[0].count("# PYTPU703") == 2

@@ -8,6 +8,7 @@ rewrite pass carries out, and the path to it, so that pass only walks where ther
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, Finding, s
 from pytpu.engine.rewriter.imports import ImportTracker, bound_paths
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.kb import RuleCase
-from pytpu.engine.rewriter.loops import LoopAnalyzer, LoopPlan
+from pytpu.engine.rewriter.loops import DEVICE_WORDS, LoopAnalyzer, LoopPlan
 from pytpu.engine.rewriter.resolve import Resolver
 
 # Fields whose names are not uses of a name: `x.attr`, `f(keyword=...)`.
@@ -64,6 +65,9 @@ class FileAnalysis:
         self.scope: tuple[int, ...] = ()  # enclosing functions, lambdas and classes
         # index of the first top-level statement with a plan (other than an import's own)
         self.first_site: int | None = None
+        # sites a match kind plans only if nothing else did by the end of the walk: (node,
+        # case, ids of its ancestors, its top-level statement)
+        self.deferred: list[tuple[cst.CSTNode, RuleCase, list[int], int]] = []
         # "S" for each enclosing training or evaluation loop, "T" for each enclosing `if` that
         # throttles (`if step % 10 == 0:`): the contexts of host-sync diagnostics
         self.contexts: list[str] = []
@@ -73,6 +77,7 @@ class FileAnalysis:
         self.setups: list[tuple[Finding, RuleCase]] = []  # statements for the top of the module
         self.order = 0  # a counter that orders events in the walk
         self._launches: bool | None = None  # (computed when a context first asks)
+        self._assigned_attributes: frozenset[str] | None = None  # (likewise)
         self.text = ""
         self.loops: LoopAnalyzer | None = None
         self.device_aware = True
@@ -82,7 +87,7 @@ class FileAnalysis:
         self.module = module
         self.loops = LoopAnalyzer(self.index.loop_settings, module, self.resolver)
         # barriers only matter where something runs on a device
-        self.device_aware = not text or any(w in text for w in ("cuda", "xla", ".to(", "device="))
+        self.device_aware = not text or any(w in text for w in DEVICE_WORDS)
         self.text = text
         self.path.append(module)
         for index, statement in enumerate(module.body):
@@ -100,6 +105,21 @@ class FileAnalysis:
             self._launches = self._calls_launcher()
         return self._launches
 
+    @property
+    def assigned_attributes(self) -> frozenset[str]:
+        """The attribute names the module assigns (`self.is_cuda = ...`): there they are its own,
+        not torch's. Asked by a pattern over an attribute, so only files with one look."""
+        if self._assigned_attributes is None:
+            assert self.module is not None
+            self._assigned_attributes = frozenset(
+                target.attr.value
+                for node in patterns.walk(self.module)
+                if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
+                for target in _targets(node)
+                if type(target) is cst.Attribute
+            )
+        return self._assigned_attributes
+
     def _calls_launcher(self) -> bool:
         assert self.module is not None
         launchers = self.index.launchers
@@ -107,8 +127,9 @@ class FileAnalysis:
         if self.text and not any(w in self.text for w in words):
             return False
         for node in patterns.walk(self.module):
-            if type(node) is cst.Call and patterns.dotted_name(node.func):
-                if patterns.dotted_name(node.func).rsplit(".", 1)[-1] in words:
+            if type(node) is cst.Call and patterns.last_name(node.func) in words:
+                # (by what it refers to: Lightning's `fabric.launch()` launches nothing here)
+                if self.resolver.qualified_names(node.func) & launchers:
                     return True
         return False
 
@@ -204,7 +225,7 @@ class FileAnalysis:
             cst.ClassDef: lambda n: self._bind(n.name),
             cst.Call: self._mark_call_positions,
             cst.Assign: self._on_assign,
-            cst.AnnAssign: lambda n: self._bind(n.target),
+            cst.AnnAssign: self._on_annotated_assign,
             cst.AugAssign: lambda n: self._bind(n.target),
             cst.For: lambda n: self._bind(n.target),
             cst.CompFor: lambda n: self._bind(n.target),
@@ -234,6 +255,12 @@ class FileAnalysis:
             alias = self._cuda_alias(node.value)
             if alias is not None:
                 self.resolver.record_value_alias(name, alias)
+
+    def _on_annotated_assign(self, node: cst.AnnAssign) -> None:
+        if node.value is None:
+            self._bind(node.target)
+        else:
+            self._mark_assignment(node.target, node.value)
 
     def _cuda_alias(self, value: cst.CSTNode) -> str | None:
         """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the CUDA name it may hold."""
@@ -372,13 +399,21 @@ class FileAnalysis:
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value in ("default", "const"):
                     self._mark_device(arg.value)
+                    if arg.keyword.value == "default":
+                        self._mark(arg.value, "setting")
 
     def _mark_assignment(self, target: cst.BaseAssignTargetExpression, value: cst.CSTNode) -> None:
         if isinstance(target, (cst.Name, cst.Attribute)) and self.positions.is_device_valued(
             target
         ):
             self._mark_device(value)
+            if self._in_class_body():
+                self._mark(value, "setting")  # a configuration's field: `device: str = 'cpu'`
         self._bind(target)
+
+    def _in_class_body(self) -> bool:
+        # (the path ends at the statement line: ClassDef > IndentedBlock > SimpleStatementLine)
+        return len(self.path) >= 3 and type(self.path[-3]) is cst.ClassDef
 
     # --- matching ----------------------------------------------------------------------------
 
@@ -422,6 +457,9 @@ class FileAnalysis:
         flags: list[RuleCase] = (),
     ) -> None:
         """Record what the rewrite pass does at `node`, and claim what it covers."""
+        if path is None and loop is None and self._written_by_another_rule(case):
+            self.claimed.update(id(n) for n in (node, *bindings.covered))
+            return
         finding = self._finding(case, node)
         if any(action.at_module_top for action, _ in case.actions):
             # a statement for the top of the module: nothing changes at the site itself
@@ -482,6 +520,18 @@ class FileAnalysis:
         self.setups.append((finding, case))
         self.on_path.add(id(self.module))
 
+    def _written_by_another_rule(self, case: RuleCase) -> bool:
+        """The statement around the site carries the comment of another rule (`# PYTPU705 ...`):
+        the site is that rule's output (a `.cpu()` it added), which no other rule judges. Only
+        what the original program says is matched."""
+        lines = next(
+            (n.leading_lines for n in reversed(self.path) if hasattr(n, "leading_lines")), ()
+        )
+        codes = {
+            code for line in lines if line.comment for code in _WRITTEN.findall(line.comment.value)
+        }
+        return bool(codes) and case.rule.diagnostic.code not in codes
+
     def _decide_after_walk(self) -> None:
         """Plans that depend on the whole file: device-string variables (`device = 'cuda'`
         used as a device or as a load location), then the analyses that look at the whole file."""
@@ -489,8 +539,18 @@ class FileAnalysis:
             cases = self.index.cases_of_mark(where)
             if cases and id(node) not in self.claimed:
                 self.plan(node, cases[0], patterns.Bindings(covered=[node]), path=path)
+        for node, case, path, top_index in self.deferred:
+            # (a site inside another rule's site is mentioned there already)
+            if id(node) not in self.claimed and not any(a in self.plans for a in path):
+                self.top_index = top_index
+                self.plan(node, case, patterns.Bindings(covered=[node]), path=path)
         for analysis, case in self.index.after_walk:
             analysis.after_walk(self, case)
+
+    def defer(self, node: cst.CSTNode, case: RuleCase) -> None:
+        """Plan `node` for `case` after the walk, if no other plan took it by then (decisions
+        made after the walk included): for the KB's safety nets."""
+        self.deferred.append((node, case, [id(n) for n in self.path], self.top_index))
 
     def claim(self, nodes: list[cst.CSTNode]) -> None:
         """Nothing in `nodes` is matched again."""
@@ -498,6 +558,15 @@ class FileAnalysis:
 
     def claim_subtree(self, node: cst.CSTNode) -> None:
         self.claimed.update(id(n) for n in patterns.walk(node))
+
+
+_WRITTEN = re.compile(r"^#\s*(PYTPU\d+)\b")  # a comment PyTPU wrote for a reviewer
+
+
+def _targets(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> list[cst.CSTNode]:
+    if type(node) is cst.Assign:
+        return [t.target for t in node.targets]
+    return [node.target]
 
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}

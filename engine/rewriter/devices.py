@@ -15,6 +15,7 @@ import libcst as cst
 from pytpu.engine.rewriter.patterns import NameGlobs, dotted_name, walk
 
 _CONST_RE = re.compile(r"^cuda(:\d+)?$")
+_TEMPLATE_RE = re.compile(r"^cuda:\{[^{}]*\}$")
 
 
 def _string_value(node: cst.CSTNode) -> str | None:
@@ -46,8 +47,9 @@ def cuda_device_kind(node: cst.CSTNode) -> str | None:
             return "dynamic"
         return None
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        if node.func.attr.value == "format" and _string_value(node.func.value) == "cuda:{}":
-            return "dynamic"
+        template = _string_value(node.func.value)
+        if node.func.attr.value == "format" and template and _TEMPLATE_RE.match(template):
+            return "dynamic"  # 'cuda:{}'.format(rank), 'cuda:{:d}'.format(rank)
     return None
 
 

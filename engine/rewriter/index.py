@@ -12,6 +12,7 @@ import libcst as cst
 from pytpu.engine.rewriter import devices, patterns
 from pytpu.engine.rewriter.kb import KnowledgeBase, Rule, RuleCase
 from pytpu.engine.rewriter.loops import LoopSettings
+from pytpu.engine.rewriter.resolve import PublicPaths
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, BuiltinAnalysis, MatchKind
 from pytpu.engine.rewriter.vocabulary.matches.patterns import PATTERN
 
@@ -54,6 +55,7 @@ class RuleIndex:
             for case in found
             for root in (_pattern_roots(case) if name == PATTERN else MATCH_KINDS[name].roots(case))
         )
+        self.public_paths = PublicPaths(kb.families.get("imports", {}).get("public_paths"))
         self.alternatives = self._words()
         # CUDA-only namespaces: a local name bound to one (`import torch.cuda as tc`) is noted
         self.namespace_roots = tuple(n for c in self.cases.get("namespace", ()) for n in c.names)

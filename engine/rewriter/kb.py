@@ -149,19 +149,7 @@ def kb_dir() -> Path:
 
 @cache
 def schema() -> dict[str, Any]:
-    return json.loads(_schema_text())
-
-
-@cache
-def _schema_text() -> str:
-    return (kb_dir() / "schema.json").read_text(encoding="utf-8")
-
-
-@cache
-def _validator() -> Any:
-    import jsonschema  # (a tenth of a second with the checks; only when a file is new)
-
-    return jsonschema.Draft202012Validator(schema())
+    return json.loads((kb_dir() / "schema.json").read_text(encoding="utf-8"))
 
 
 def _rule_id_at(document: Any, path: list[Any]) -> str | None:
@@ -174,9 +162,10 @@ def _rule_id_at(document: Any, path: list[Any]) -> str | None:
 
 def validate_document(document: Any, path: str) -> None:
     """Check one family file against the schema; raise KBError on the first (most precise) error."""
-    import jsonschema
+    import jsonschema  # (only for a file not checked before: see `_validated_marker`)
 
-    errors = sorted(_validator().iter_errors(document), key=lambda e: (len(e.path), str(e.path)))
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(document), key=lambda e: (len(e.path), str(e.path)))
     if not errors:
         return
     error = jsonschema.exceptions.best_match(errors)
@@ -216,7 +205,8 @@ def _validated_marker(text: str) -> Path | None:
     )
     if root.startswith("~"):
         return None  # no home folder
-    digest = hashlib.sha256(f"{_schema_text()}\0{text}".encode()).hexdigest()
+    checked_by = json.dumps(schema(), sort_keys=True)
+    digest = hashlib.sha256(f"{checked_by}\0{text}".encode()).hexdigest()
     return Path(root) / "kb-checked" / digest
 
 

@@ -29,7 +29,9 @@ _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _LEAVES = (cst.Break, cst.Continue, cst.Return, cst.Raise)
 
 
-DEVICE_WORDS = ("cuda", "xla", ".to(", "device=")
+# Words of device work in a file. Not `xla` alone: PyTPU's own import of `torch_xla` (for an
+# `xm.save`) would make a second run plan the barriers the first did not.
+DEVICE_WORDS = ("cuda", "xla_device", "torch_xla.device", ".to(", "device=")
 
 
 def step_words(kb: Any) -> set[frozenset[str]]:
@@ -49,6 +51,10 @@ class LoopSettings:
     device_loaders: frozenset[str]  # loader wrappers that sync at every batch
     loader_classes: frozenset[str]  # what builds a DataLoader
     iterator_wrappers: frozenset[str]  # enumerate(loader), tqdm(loader): the loader is inside
+    model_classes: frozenset[str] = frozenset()  # the file's subclasses of these make models
+    # calls of framework objects that hand back loaders already on the device, syncing at
+    # every batch (`accelerator.prepare`, `fabric.setup_dataloaders`), as dotted-name globs
+    preparing_calls: patterns.NameGlobs = patterns.NameGlobs(())
 
     @staticmethod
     def last_names(names: frozenset[str]) -> frozenset[str]:
@@ -60,12 +66,14 @@ class LoopSettings:
         return cls(
             optimizers=patterns.NameGlobs(data.get("optimizer_names", [])),
             schedulers=patterns.NameGlobs(data.get("scheduler_names", [])),
-            models=patterns.NameGlobs(data.get("model_names", [])),
+            models=patterns.NameGlobs(data.get("model_names", []), data.get("not_model_names", [])),
             loaders=patterns.NameGlobs(data.get("loader_names", [])),
             barriers=frozenset(data.get("barriers", [])),
             device_loaders=frozenset(data.get("device_loaders", [])),
             loader_classes=frozenset(data.get("loader_classes", [])),
             iterator_wrappers=frozenset(data.get("iterator_wrappers", [])),
+            model_classes=frozenset(data.get("model_classes", [])),
+            preparing_calls=patterns.NameGlobs(data.get("preparing_calls", [])),
         )
 
 
@@ -77,6 +85,7 @@ class Summary:
     step: bool = False
     model_call: bool = False
     barrier: bool = False
+    inner_step: bool = False  # a loop inside trains or calls a model
     step_statements: list[int] = field(default_factory=list)  # body indices: step/zero/update
     first_exit: int | None = None  # body index of the first statement that may leave the loop
 
@@ -88,20 +97,16 @@ class LoopPlan:
     after: cst.BaseStatement | None = None  # ... or put the barrier after this statement
 
 
-def _last_name(node: cst.CSTNode) -> str | None:
-    if type(node) is cst.Name:
-        return node.value
-    if type(node) is cst.Attribute:
-        return node.attr.value
-    return None
-
-
 class LoopAnalyzer:
     def __init__(self, settings: LoopSettings, module: cst.Module, resolver: patterns.NameLookup):
         self.settings = settings
         self.resolver = resolver
         self.functions = _function_index(module)
         self.loader_variables: set[str] = set()  # names assigned a DataLoader in this file
+        self.prepared_variables: set[str] = set()  # names a framework's loader went into
+        self.module = module
+        # names assigned an instance of the file's own model class: the methods it defines
+        self._model_variables: dict[str, frozenset[str]] | None = None
         self._summaries: dict[int, Summary] = {}  # by the id of the loop or function
         self._barrier_names = settings.last_names(settings.barriers) | {"optimizer_step"}
         self._loader_names = settings.last_names(settings.loader_classes)
@@ -109,13 +114,69 @@ class LoopAnalyzer:
         self._wrapper_names = settings.last_names(settings.iterator_wrappers)
 
     def note_assignment(self, target: cst.CSTNode, value: cst.CSTNode) -> None:
-        """`train_loader = DataLoader(...)`: remember the name as a loader."""
-        if type(value) is cst.Call and _last_name(value.func) in self._loader_names:
+        """`train_loader = DataLoader(...)`: remember the name as a loader; `model, loader =
+        accelerator.prepare(model, loader)`: as one the framework already syncs."""
+        if type(value) is not cst.Call:
+            return
+        func, dotted = value.func, patterns.dotted_name(value.func)
+        if type(func) is cst.Attribute and dotted and dotted in self.settings.preparing_calls:
+            targets = target.elements if type(target) in (cst.Tuple, cst.List) else [target]
+            for element in targets:
+                name = patterns.last_name(getattr(element, "value", element))
+                if name:
+                    self.prepared_variables.add(name)
+            return
+        if patterns.last_name(value.func) in self._loader_names:
             names = self.resolver.qualified_names(value.func)
             if names & self.settings.loader_classes:
-                name = _last_name(target)
+                name = patterns.last_name(target)
                 if name:
                     self.loader_variables.add(name)
+
+    def model_variables(self) -> dict[str, frozenset[str]]:
+        """The names the file assigns an instance of its own model class (`agent =
+        Agent(envs).to(device)` with `class Agent(nn.Module)`), with the methods the class
+        defines. Found once over the whole file, wherever the class and the assignment are: a
+        loop's summary may be made before the walk reaches either."""
+        if self._model_variables is None:
+            self._model_variables = {}
+            classes: dict[str, cst.ClassDef] = {}
+            assignments: list[cst.Assign] = []
+            for node in patterns.walk(self.module):
+                if type(node) is cst.ClassDef:
+                    classes.setdefault(node.name.value, node)
+                elif type(node) is cst.Assign:
+                    assignments.append(node)
+            for node in assignments:
+                value = node.value
+                while type(value) is cst.Call and type(value.func) is cst.Attribute:
+                    value = value.func.value  # `Agent(envs).to(device)`: made inside
+                if type(value) is not cst.Call:
+                    continue
+                methods = self._model_methods(value.func, classes)
+                for target in node.targets if methods is not None else ():
+                    name = patterns.last_name(target.target)
+                    if name:
+                        self._model_variables[name] = methods
+        return self._model_variables
+
+    def _model_methods(
+        self, func: cst.CSTNode, classes: dict[str, cst.ClassDef], depth: int = 0
+    ) -> frozenset[str] | None:
+        """The methods of the class `func` names if the file defines it and it derives from a
+        model class (`class Agent(nn.Module)`), directly or through the file's other classes."""
+        definition = classes.get(func.value) if type(func) is cst.Name and depth < 5 else None
+        if definition is None:
+            return None
+        for base in definition.bases:
+            if self.resolver.qualified_names(base.value) & self.settings.model_classes:
+                inherited: frozenset[str] | None = frozenset()
+            else:
+                inherited = self._model_methods(base.value, classes, depth + 1)
+            if inherited is not None:
+                own = {f.name.value for f in _body(definition) if type(f) is cst.FunctionDef}
+                return inherited | own
+        return None
 
     # --- what a block does -------------------------------------------------------------------
 
@@ -147,11 +208,12 @@ class LoopAnalyzer:
             if kind in _LOOPS:
                 inner = self.summary_of(node, depth)
                 summary.barrier |= inner.barrier or self._iterates_device_loader(node)
+                summary.inner_step |= inner.step or inner.backward or inner.model_call
                 continue
             if kind is cst.Call:
                 marks_step |= self._scan_call(node, summary, depth)
             elif kind is cst.WithItem and type(node.item) is cst.Call:
-                if _last_name(node.item.func) in self._barrier_names:
+                if patterns.last_name(node.item.func) in self._barrier_names:
                     if self.resolver.qualified_names(node.item.func) & self.settings.barriers:
                         summary.barrier = True
             stack.extend(patterns.iter_children(node))
@@ -159,7 +221,7 @@ class LoopAnalyzer:
 
     def _scan_call(self, node: cst.Call, summary: Summary, depth: int) -> bool:
         func = node.func
-        name = _last_name(func)
+        name = patterns.last_name(func)
         if name is None:
             return False
         if (
@@ -167,7 +229,7 @@ class LoopAnalyzer:
         ):  # loss.backward(), scaler.scale(loss).backward()
             summary.backward = True
             return False
-        receiver = _last_name(func.value) if type(func) is cst.Attribute else None
+        receiver = patterns.last_name(func.value) if type(func) is cst.Attribute else None
         if receiver is not None and receiver in self.settings.optimizers:
             if receiver in self.settings.schedulers:
                 return False
@@ -187,6 +249,8 @@ class LoopAnalyzer:
                 return True
         if name in self.settings.models:
             summary.model_call = True
+        elif name in self.model_variables() or name in self.model_variables().get(receiver, ()):
+            summary.model_call = True  # agent(obs), agent.get_action(obs)
         definition = self.functions.get(name) if receiver in (None, "self") else None
         if definition is not None and depth < 2:
             inner = self.summary_of(definition, depth + 1)
@@ -206,47 +270,59 @@ class LoopAnalyzer:
         body = _body(loop)
         summary = self.summary_of(loop)
         trains = summary.step or summary.backward
-        role = "train" if trains else ("eval" if summary.model_call else "")
-        if not role or summary.barrier or self._iterates_device_loader(loop):
+        kind = "train" if trains else ("eval" if summary.model_call else "")
+        # A loop around steps (an epoch, a PPO iteration) that calls a model itself ends at a
+        # barrier too, but is no step: what it reads back, it reads once an epoch.
+        role = "" if kind == "eval" and summary.inner_step else kind
+        if not kind or summary.barrier or self._iterates_device_loader(loop):
             return None, role  # nothing to run on the device, or a barrier already
         if trains and inside_training:
             return None, role  # micro-batches: part of the enclosing step's one graph
         loader = self._loader(loop)
         if loader is not None:
-            return LoopPlan(role, loader=loader), role
+            return LoopPlan(kind, loader=loader), role
         if type(loop.body) is not cst.IndentedBlock:
             return None, role  # `for x in y: f(x)` on one line: no place for a statement
         if summary.step_statements:
-            return LoopPlan(role, after=body[summary.step_statements[-1]]), role
+            return LoopPlan(kind, after=body[summary.step_statements[-1]]), role
         if summary.first_exit is None:
-            return LoopPlan(role, after=body[-1]), role
+            return LoopPlan(kind, after=body[-1]), role
         if summary.first_exit == 0:
             return None, role  # it may leave before doing anything: no safe place
-        return LoopPlan(role, after=body[summary.first_exit - 1]), role
+        return LoopPlan(kind, after=body[summary.first_exit - 1]), role
 
     def _loader(self, loop: cst.For | cst.While) -> cst.BaseExpression | None:
         """The DataLoader a `for` iterates (inside `enumerate(...)`/`tqdm(...)`), if any."""
         if type(loop) is not cst.For:
             return None
-        iterable = loop.iter
-        while type(iterable) is cst.Call and iterable.args:
-            if _last_name(iterable.func) not in self._wrapper_names:
-                break
-            if not (self.resolver.qualified_names(iterable.func) & self.settings.iterator_wrappers):
-                break
-            iterable = iterable.args[0].value
-        name = _last_name(iterable)
+        iterable = self._unwrapped(loop.iter)
+        name = patterns.last_name(iterable)
         if name is None:
             return None
         if name in self.loader_variables or name in self.settings.loaders:
             return iterable
         return None
 
+    def _unwrapped(self, iterable: cst.BaseExpression) -> cst.BaseExpression:
+        """`loader` of `enumerate(tqdm(loader))`."""
+        while type(iterable) is cst.Call and iterable.args:
+            if patterns.last_name(iterable.func) not in self._wrapper_names:
+                break
+            if not (self.resolver.qualified_names(iterable.func) & self.settings.iterator_wrappers):
+                break
+            iterable = iterable.args[0].value
+        return iterable
+
     def _iterates_device_loader(self, loop: cst.CSTNode) -> bool:
         if type(loop) is not cst.For:
             return False
+        if patterns.last_name(self._unwrapped(loop.iter)) in self.prepared_variables:
+            return True
         for node in patterns.walk(loop.iter):
-            if type(node) is cst.Call and _last_name(node.func) in self._device_loader_names:
+            if (
+                type(node) is cst.Call
+                and patterns.last_name(node.func) in self._device_loader_names
+            ):
                 if self.resolver.qualified_names(node.func) & self.settings.device_loaders:
                     return True
         return False

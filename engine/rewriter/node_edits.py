@@ -156,19 +156,31 @@ def hoist_body(node: cst.If | cst.With) -> Any:
     to the first of them): an unwrapped `with`, or an `if True:` left by a replacement."""
     body = node.body
     if isinstance(body, cst.SimpleStatementSuite):
-        # `if x: a; b` -> one statement per line
+        # `if x: a; b` -> `a; b`: one line still, so the comments about it stay true
         statements: list[cst.BaseStatement] = [
-            cst.SimpleStatementLine(body=[s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
-            for s in body.body
+            cst.SimpleStatementLine(body=body.body, trailing_whitespace=body.trailing_whitespace)
         ]
     else:
         statements = list(body.body)
     if not statements:
         return cst.RemovalSentinel.REMOVE
-    first = statements[0].with_changes(
-        leading_lines=[*node.leading_lines, *statements[0].leading_lines]
-    )
+    above = {line.comment.value for line in node.leading_lines if line.comment is not None}
+    own = [
+        line
+        for line in statements[0].leading_lines
+        if line.comment is None or line.comment.value not in above  # said once is enough
+    ]
+    first = statements[0].with_changes(leading_lines=[*node.leading_lines, *own])
     return cst.FlattenSentinel([first, *statements[1:]])
+
+
+def as_else(node: cst.If) -> cst.Else:
+    """An `elif` whose test a replacement made `True`, as the `else` it amounts to."""
+    return cst.Else(
+        body=node.body,
+        leading_lines=node.leading_lines,
+        whitespace_before_colon=node.whitespace_after_test,
+    )
 
 
 def edit_kwargs(

@@ -39,15 +39,20 @@ class NameGlobs:
     """Names given as globs (`*_loader`, `model*`): `name in globs`, remembered per name (the
     same names are asked about all over a file)."""
 
-    def __init__(self, globs: list[str] | tuple[str, ...]):
-        self.pattern = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs) or "(?!)")
+    def __init__(self, globs: list[str] | tuple[str, ...], but: list[str] | tuple[str, ...] = ()):
+        self.pattern, self.exceptions = _any_glob(globs), _any_glob(but)
         self.seen: dict[str, bool] = {}
 
     def __contains__(self, name: str) -> bool:
         found = self.seen.get(name)
         if found is None:
-            found = self.seen[name] = self.pattern.fullmatch(name) is not None
+            found = self.pattern.fullmatch(name) is not None
+            found = self.seen[name] = found and self.exceptions.fullmatch(name) is None
         return found
+
+
+def _any_glob(globs: list[str] | tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs) or "(?!)")
 
 
 class PatternError(ValueError):
@@ -112,6 +117,15 @@ def dotted_name(node: cst.CSTNode) -> str | None:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
+
+
+def last_name(node: cst.CSTNode) -> str | None:
+    """`x` of `x` or `a.b.x`; None for any other node."""
+    if type(node) is cst.Name:
+        return node.value
+    if type(node) is cst.Attribute:
+        return node.attr.value
+    return None
 
 
 def chain_root(node: cst.CSTNode) -> cst.CSTNode:

@@ -35,11 +35,31 @@ class Resolver(patterns.NameLookup, Protocol):
     def value_alias(self, name: str) -> str | None: ...
 
 
+class PublicPaths:
+    """Names torch defines in one module and exports from a shorter path (KB data: the imports
+    family's `public_paths`): a name imported from the first also answers to the second."""
+
+    def __init__(self, table: dict[str, str] | None = None) -> None:
+        self.table = table or {}
+        self.prefixes = tuple(f"{module}." for module in self.table)
+
+    def add_to(self, names: set[str]) -> set[str]:
+        if not self.prefixes:
+            return names
+        extra = set()
+        for name in names:
+            if name.startswith(self.prefixes):  # (rare: one C call for the common case)
+                module = max((p for p in self.prefixes if name.startswith(p)), key=len)[:-1]
+                extra.add(self.table[module] + name[len(module) :])
+        return names | extra if extra else names
+
+
 class ImportTableResolver:
     """Answers from the file's imports; `consistent()` says afterwards whether that was exact."""
 
-    def __init__(self, pattern_roots: frozenset[str]) -> None:
+    def __init__(self, pattern_roots: frozenset[str], public: PublicPaths | None = None) -> None:
         self.pattern_roots = pattern_roots  # names that patterns start with (torch, os, ...)
+        self.public = public or PublicPaths()
         self.imports: dict[str, set[str]] = {}  # local name -> import paths it is bound to
         # name -> the scopes (paths of enclosing function/class nodes) where it is bound by an
         # assignment, a parameter, a definition ...
@@ -113,7 +133,7 @@ class ImportTableResolver:
         name, imported = found
         if imported is None and name.split(".", 1)[0] in _BUILTINS:
             return {f"builtins.{name}"}
-        return {name}
+        return self.public.add_to({name})
 
     def is_module(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, (cst.Name, cst.Attribute)):
@@ -126,8 +146,9 @@ class ScopeResolver:
     """Qualified names from libcst's scope analysis (QualifiedNameProvider's own source). It
     needs nothing recorded: the scope analysis sees every binding itself."""
 
-    def __init__(self, wrapper: MetadataWrapper):
+    def __init__(self, wrapper: MetadataWrapper, public: PublicPaths | None = None):
         self.wrapper = wrapper
+        self.public = public or PublicPaths()
         self._scopes: Any = None
         self.scope: Scope = ()
 
@@ -161,7 +182,7 @@ class ScopeResolver:
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         found = self.qualified(node)
         if found:
-            return {name for name, _ in found}
+            return self.public.add_to({name for name, _ in found})
         # An unbound root (a fragment without its imports): take the spelling literally.
         root = patterns.chain_root(node)
         if isinstance(root, cst.Name) and not self._is_bound(root):

@@ -77,6 +77,7 @@ class Rewriter(cst.CSTTransformer):
         self.removed_marker: set[int] = set()
         self.inserts: dict[int, list[tuple[Finding, list[cst.SimpleStatementLine]]]] = {}
         self.suite_inserts: dict[int, tuple[Finding, cst.BaseSmallStatement]] = {}
+        self.suite_added: dict[int, Finding] = {}  # statements added on a line, not yet kept
         self.noted: set[str] = set()  # codes whose note the file already got
         # new nodes whose ids key the sets above: kept alive, so no later node reuses the id
         self.keys: list[cst.CSTNode] = []
@@ -113,7 +114,7 @@ class Rewriter(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         if id(original) in self.suite_inserts:
             finding, statement = self.suite_inserts.pop(id(original))
-            self._record(finding)
+            self.suite_added[self._key(statement)] = finding  # kept once the line is rewritten
             return cst.FlattenSentinel([updated, statement])
         result: Any = updated
         plan = self.analysis.plans.get(id(original))
@@ -123,12 +124,8 @@ class Rewriter(cst.CSTTransformer):
                 self._record(flag)
         if isinstance(original, (cst.BooleanOperation, cst.IfExp)):
             result = self._fold(result)
-        if (
-            isinstance(result, cst.If)
-            and id(result.test) in self.produced_true
-            and result.orelse is None
-        ):
-            result = node_edits.hoist_body(result)
+        if isinstance(result, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            result = self._keep_added(result)
         if isinstance(original, STATEMENTS):
             comments = self.statements.pop()
             if comments and isinstance(result, STATEMENTS):
@@ -137,14 +134,25 @@ class Rewriter(cst.CSTTransformer):
                 result = cst.FlattenSentinel(
                     [self._with_comments(result.nodes[0], comments), *result.nodes[1:]]
                 )
-            if id(original) in self.inserts:
-                # what goes after the statement goes after what replaced it (a hoisted `if`'s
-                # body: after its last statement)
-                last = result
-                if isinstance(result, cst.FlattenSentinel):
-                    last = result.nodes[-1] if result.nodes else None
-                if isinstance(last, STATEMENTS):
-                    self.inserts[self._key(last)] = self.inserts.pop(id(original))
+        if (
+            isinstance(result, cst.If)
+            and id(result.test) in self.produced_true
+            and result.orelse is None
+        ):
+            # (its comments, written above, go above its body's own)
+            parent = self.stack[-1] if self.stack else None
+            if isinstance(parent, cst.If) and parent.orelse is original:
+                result = node_edits.as_else(result)  # an `elif` cannot become statements
+            else:
+                result = node_edits.hoist_body(result)
+        if isinstance(original, STATEMENTS) and id(original) in self.inserts:
+            # what goes after the statement goes after what replaced it (a hoisted `if`'s body:
+            # after its last statement)
+            last = result
+            if isinstance(result, cst.FlattenSentinel):
+                last = result.nodes[-1] if result.nodes else None
+            if isinstance(last, STATEMENTS):
+                self.inserts[self._key(last)] = self.inserts.pop(id(original))
         if isinstance(original, cst.SimpleStatementLine) and isinstance(
             result, cst.SimpleStatementLine
         ):
@@ -166,6 +174,23 @@ class Rewriter(cst.CSTTransformer):
         text = self._comment(finding)
         if text and self.statements and text not in (t for t, _ in self.statements[-1]):
             self.statements[-1].append((text, finding))
+
+    def _keep_added(self, line: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> Any:
+        """The statements added on a line (`a; b`, `if x: a`), each unless the statement after
+        it, as rewritten, is the same (as `_finish_block` does for a block)."""
+        body = list(line.body)
+        if not any(id(s) in self.suite_added for s in body):
+            return line
+        kept = []
+        for i, statement in enumerate(body):
+            finding = self.suite_added.pop(id(statement), None)
+            if finding is not None:
+                following = body[i + 1] if i + 1 < len(body) else None
+                if node_edits.same_small_statement(statement, following):
+                    continue
+                self._record(finding)
+            kept.append(statement)
+        return line.with_changes(body=kept)
 
     def _with_comments(self, statement: Any, comments: list[tuple[str, Finding]]) -> Any:
         """The statement with the comments above it; each comment line written is recorded."""
@@ -275,15 +300,11 @@ class Rewriter(cst.CSTTransformer):
             rendered = cst.Expr(value=rendered)
         if not isinstance(holder, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             return _DEFERRED
-        position = holder.body.index(expr)
-        if position + 1 < len(holder.body):
-            # `a; b` on one line: the new statement goes right after, unless it is there
-            if not node_edits.same_small_statement(rendered, holder.body[position + 1]):
-                self.suite_inserts[id(expr)] = (plan.finding, rendered)
-        elif isinstance(holder, cst.SimpleStatementLine):
+        if isinstance(holder, cst.SimpleStatementLine) and holder.body[-1] is expr:
             line = cst.SimpleStatementLine(body=[rendered])
             self.inserts.setdefault(id(holder), []).append((plan.finding, [line]))
         else:
+            # `a; b` or `if x: a`: the new statement goes right after, on the same line
             self.suite_inserts[id(expr)] = (plan.finding, rendered)
         return _DEFERRED
 
@@ -373,7 +394,7 @@ def transform_module(
     module: cst.Module, index: RuleIndex, quote: str = "'", text: str = ""
 ) -> TransformResult:
     """Apply all rules to `module`. `module` itself is left as it was."""
-    resolver = ImportTableResolver(index.pattern_roots)
+    resolver = ImportTableResolver(index.pattern_roots, index.public_paths)
     imports = ImportTracker(index.kb.modules)
     analysis = FileAnalysis(index, resolver, imports).run(module, text)
     if not resolver.consistent():
@@ -381,7 +402,9 @@ def transform_module(
         # analysis instead, for this file.
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         imports = ImportTracker(index.kb.modules)
-        analysis = FileAnalysis(index, ScopeResolver(wrapper), imports).run(module, text)
+        analysis = FileAnalysis(index, ScopeResolver(wrapper, index.public_paths), imports).run(
+            module, text
+        )
     if not analysis.plans and not analysis.setups:
         return TransformResult(module=module, findings=[], code=text or module.code)
     if analysis.first_site is not None:

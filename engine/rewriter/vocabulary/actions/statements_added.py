@@ -9,10 +9,12 @@ CODE = {"type": "string", "minLength": 1}
 ACTIONS.register(
     Action(
         name="insert_after",
-        doc="add this statement after the matched one (once)",
+        doc="add this statement after the matched one (once; a match used as a value is "
+        "flagged instead)",
         parameter=CODE,
         describe=lambda value: "this statement is inserted after the matched one",
         apply=lambda edit, node, value: edit.rewriter.insert_after(edit, value),
+        statement_only=True,
         shows_code=True,
     )
 )

@@ -1,12 +1,28 @@
 """Contexts about process launches (`mp.spawn`, `torch_xla.launch`)."""
 
+import libcst as cst
+
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
+
+
+def _runs_at_import(walk) -> bool:
+    """Not in a function's body nor in a lambda: a class body, a decorator and a parameter's
+    default run when the module is imported, as module-level code does."""
+    path = walk.path
+    for i, node in enumerate(path):
+        if type(node) is cst.Lambda:
+            return False
+        if type(node) is cst.FunctionDef and i + 1 < len(path) and path[i + 1] is node.body:
+            return False
+    return True
+
 
 CONTEXTS.register(
     Context(
         name="pre_launch",
-        doc="only at module level of a file that launches processes (`mp.spawn`, "
-        "`torch_xla.launch`): code that runs before the launch, in the parent",
-        holds=lambda walk: not walk.scope and walk.launches,
+        doc="only in code that runs at import (module level, class bodies, decorators, "
+        "defaults) of a file that launches processes (`mp.spawn`, `torch_xla.launch`): code "
+        "that runs before the launch, in the parent",
+        holds=lambda walk: walk.launches and _runs_at_import(walk),
     )
 )

@@ -46,7 +46,7 @@ def _rewrite_string(edit):
     return devices.quote_like(edit.updated, patterns.literal_value(edit.case.template))
 
 
-def _rewrite_device_string(edit):
+def rewrite_device_string(edit):
     edit.imports.require("torch_xla")  # the 'xla' device exists once torch_xla is imported
     return _rewrite_string(edit)
 
@@ -73,7 +73,7 @@ MATCH_KINDS.register(
         words=lambda case: CUDA,
         match=_device_string,
         marks=("device",),
-        rewrite=_rewrite_device_string,
+        rewrite=rewrite_device_string,
         finding_kind=_dynamic_is_noted,
         order=10,
     )
@@ -88,7 +88,9 @@ MATCH_KINDS.register(
             "A CUDA device (a string, `torch.device('cuda')` or a device variable) as the "
             "location a checkpoint is loaded to (`map_location=`)."
         ),
-        words=lambda case: CUDA,
+        # a device variable there needs no 'cuda' in the file; the keyword is always there
+        # (`host_keywords` of `device_positions`)
+        words=lambda case: frozenset({"map_location"}),
         match=_host_string,
         marks=("host",),
         rewrite=_rewrite_string,

@@ -25,6 +25,10 @@ def _match(walk, node: cst.CSTNode, _cases) -> bool:
         by_value = walk.index.patterns.get((kind, f"={value_key}")) if value_key else None
         if by_value:
             candidates = [*(candidates or ()), *by_value]
+    if kind is cst.Attribute and candidates and node.attr.value in walk.assigned_attributes:
+        # `self.is_cuda = ...` makes `.is_cuda` the program's own attribute: a pattern over
+        # any object's `.is_cuda` is not about it
+        candidates = [(c, p) for c, p in candidates if patterns.wildcard_name(p.value) is None]
     flags: list = []
     chosen = None
     for case, pattern in candidates or ():

@@ -1,0 +1,31 @@
+"""`run_time_value`: a value the program computes (`args.dist_backend`, `BACKENDS[kind]`), not
+one spelled out in the code (`'nccl'`, `dist.Backend.NCCL`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+
+
+def _run_time_value(node: cst.CSTNode, _parameter: None, walk: Any) -> bool:
+    if patterns.is_literal(node) or type(node) in (cst.ConcatenatedString,):
+        return False
+    if type(node) in (cst.Name, cst.Attribute):
+        root = patterns.chain_root(node)
+        return not (type(node) is cst.Attribute and walk.resolver.is_module(root))
+    return True
+
+
+CONDITIONS.register(
+    Condition(
+        name="run_time_value",
+        doc="is computed when the program runs (`args.dist_backend`, `BACKENDS[kind]`), not "
+        "spelled out in the code (a literal, or a constant of a module such as "
+        "`dist.Backend.NCCL`)",
+        check=_run_time_value,
+    )
+)

@@ -1,0 +1,66 @@
+"""Strings that name a CUDA device or a GPU where no other rule looked: the KB's safety net."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+
+_GPU_RE = re.compile(r"^gpu(:\d+)?$")
+# Calls whose string arguments are messages for people, or the name of an attribute.
+_NOT_VALUES = frozenset(
+    {"print", "debug", "info", "warning", "warn", "error", "critical", "exception", "write"}
+    | {"getattr", "hasattr", "setattr", "delattr"}
+)
+
+
+def _names_a_gpu(node: cst.CSTNode) -> bool:
+    if devices.cuda_device_kind(node) is not None:
+        return True
+    value = node.evaluated_value if type(node) is cst.SimpleString else None
+    return isinstance(value, str) and _GPU_RE.match(value) is not None
+
+
+def _used_as_a_value(walk, node: cst.CSTNode) -> bool:
+    """Not a dict key or a subscript (`cfg['gpu']` names a setting), a docstring, a message
+    (`print('cuda')`) or an attribute's name (`getattr(args, 'cuda')`)."""
+    path = walk.path
+    parent = path[-1] if path else None
+    kind = type(parent)
+    if kind is cst.DictElement:
+        return parent.value is node
+    if kind is cst.Index or kind is cst.Expr:
+        return False
+    if kind is cst.Arg and len(path) >= 2 and type(path[-2]) is cst.Call:
+        return patterns.last_name(path[-2].func) not in _NOT_VALUES
+    return True
+
+
+def _stray_device_word(walk, node: cst.CSTNode, cases) -> bool:
+    if not _names_a_gpu(node) or not _used_as_a_value(walk, node):
+        return False
+    walk.defer(node, cases[0])  # a device variable's string is decided after the walk
+    return False
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="device_word",
+        doc="a string naming a CUDA device or a GPU (`'cuda'`, `'cuda:1'`, `f'cuda:{rank}'`, "
+        "`'gpu'`) used as a value, where no other rule matched it (not a dict key, a subscript, "
+        "a docstring, a message or an attribute's name)",
+        properties={"device_word": {"enum": ["cuda"]}},
+        describe=lambda match: (
+            "A string naming a CUDA device or a GPU used as a value where no other rule "
+            "matched it: a comparison with a variable of another name, an item of a list, an "
+            "argument of the program's own function, an expected value in a test."
+        ),
+        words=lambda case: frozenset({"cuda", "gpu"}),
+        match=_stray_device_word,
+        node_types=(cst.SimpleString, cst.FormattedString),
+        order=90,  # last: every rule that knows the position goes first
+    )
+)

@@ -1,0 +1,179 @@
+"""Writes into a device tensor at a loop's index: `obs[step] = next_obs` in `for step in
+range(n):`. XLA bakes a Python int index into the graph as a constant: in a loop whose every
+iteration ends at a barrier (a rollout, a training step) that is a new graph per index; in a loop
+with no barrier the whole loop is one graph with a copy of its body per iteration."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import libcst as cst
+
+from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+
+_LOOPS = (cst.For, cst.While)
+_DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_FEW = 16  # a loop over a literal range shorter than this unrolls harmlessly
+
+# per walk and list of factories: the names the file assigns a device tensor one of them made
+_TENSORS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], set[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _places_on_device(call: cst.Call) -> bool:
+    """`device=device`, `.cuda()`, `.to(device)`: not `'cpu'`, not a dtype (`torch.float32`)."""
+    method = call.func.attr.value if type(call.func) is cst.Attribute else None
+    if method == "cuda":
+        return True
+    for arg in call.args:
+        if arg.keyword is None and method != "to" or arg.star:
+            continue
+        if arg.keyword is not None and arg.keyword.value != "device":
+            continue
+        name = patterns.dotted_name(arg.value) or ""
+        on_host = patterns.literal_value(arg.value) == "cpu"
+        return not on_host and not (name.startswith("torch.") and name != "torch.device")
+    return False
+
+
+def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool:
+    """`torch.zeros(n, device=device)`, `torch.zeros(n).to(device)`: one of the factories made
+    it, and a call of the chain put it on a device."""
+    placed = False
+    while type(value) is cst.Call:
+        placed = placed or _places_on_device(value)
+        if walk.resolver.qualified_names(value.func) & factories:
+            return placed
+        if type(value.func) is not cst.Attribute:
+            return False
+        value = value.func.value
+    return False
+
+
+def _tensors(walk, factories: tuple[str, ...]) -> set[str]:
+    """The names (`obs`, `self.obs`) the file assigns such a tensor on a device, found once per
+    file."""
+    cached = _TENSORS.setdefault(walk, {})
+    if factories not in cached:
+        wanted = frozenset(factories)
+        cached[factories] = {
+            name
+            for node in patterns.walk(walk.module)
+            if type(node) is cst.Assign and _made_on_device(node.value, wanted, walk)
+            for target in node.targets
+            if (name := patterns.dotted_name(target.target)) is not None
+        }
+    return cached[factories]
+
+
+def _loop(walk) -> tuple[cst.For, cst.Call] | None:
+    """The innermost loop around the node and its `range(...)`, if it is a `for` over one (or
+    over `reversed(range(...))`) in the same function."""
+    for node in reversed(walk.path):
+        if type(node) in _DEFINITIONS:
+            return None
+        if type(node) in _LOOPS:
+            iterable = node.iter if type(node) is cst.For else None
+            if type(iterable) is cst.Call and patterns.last_name(iterable.func) == "reversed":
+                iterable = iterable.args[0].value if iterable.args else None
+            ranged = type(iterable) is cst.Call and patterns.last_name(iterable.func) == "range"
+            return (node, iterable) if ranged and type(node.target) is cst.Name else None
+    return None
+
+
+def _short(call: cst.Call) -> bool:
+    """A literal `range(...)` of fewer than `_FEW` steps."""
+    values = [patterns.literal_value(a.value) for a in call.args]
+    if not values or any(type(v) is not int for v in values) or 0 in values[2:]:
+        return False
+    return len(range(*values)) < _FEW
+
+
+def _each_iteration_syncs(walk, loop: cst.For) -> bool:
+    """Every iteration of the loop ends at a barrier: one it has, or one the walk plans."""
+    plan, _ = walk.loops.plan(loop, inside_training=any(walk.training[:-1]))
+    return (plan is not None and plan.loader is None) or walk.loops.summary_of(loop).barrier
+
+
+def _writes(walk, node: cst.Assign, step: bool, cases) -> bool:
+    if not any(type(t.target) is cst.Subscript for t in node.targets):
+        return False
+    if not walk.device_aware or walk.loops is None:
+        return False
+    found = _loop(walk)
+    if found is None or _each_iteration_syncs(walk, found[0]) != step:
+        return False
+    loop, ranged = found
+    if not step and _short(ranged):
+        return False  # a few copies of the body: harmless
+    if step and len(node.targets) != 1:
+        return False  # `a[i] = b = x`: no single place for the index
+    for target in node.targets:
+        subscript = target.target
+        if type(subscript) is not cst.Subscript or len(subscript.slice) != 1:
+            continue
+        index = subscript.slice[0].slice
+        if type(index) is not cst.Index or type(index.value) is not cst.Name:
+            continue
+        if index.value.value != loop.target.value:
+            continue
+        buffer = subscript.value
+        for case in cases:
+            if patterns.dotted_name(buffer) not in _tensors(walk, case.names):
+                continue
+            bindings = patterns.Bindings(
+                nodes={"buffer": buffer, "index": index.value, "value": node.value},
+                covered=[subscript, subscript.slice[0], index],
+            )
+            if walk.satisfies(case, bindings):
+                walk.plan(node, case, bindings)
+                return True
+    return False
+
+
+_PROPERTIES = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}}
+
+
+def _made(match: dict[str, Any], key: str) -> str:
+    made = " or ".join(f"`{n}()`" for n in match[key])
+    return f"a tensor {made} made on a device (`device=`, or moved with `.to(...)`, `.cuda()`)"
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="step_index_write",
+        doc="a write into a device tensor one of the listed calls made (`obs = torch.zeros(n)"
+        ".to(device)`) at the index of a loop over `range(...)` whose every iteration ends at a "
+        "barrier (`obs[step] = x`); `$buffer`, `$index` and `$value` are bound",
+        properties={"step_index_write": _PROPERTIES},
+        describe=lambda match: (
+            f"A write into {_made(match, 'step_index_write')} at the index of a loop over "
+            "`range(...)` whose every iteration ends at a barrier."
+        ),
+        words=lambda case: frozenset({"range"}),
+        match=lambda walk, node, cases: _writes(walk, node, True, cases),
+        node_types=(cst.Assign,),
+        order=40,
+    )
+)
+MATCH_KINDS.register(
+    MatchKind(
+        name="unrolled_index_write",
+        doc="a write into a device tensor one of the listed calls made at the index of a loop "
+        "over `range(...)` with no barrier in it (`advantages[t] = ...`), unless the range is a "
+        f"literal one of fewer than {_FEW} steps; `$buffer`, `$index` and `$value` are bound",
+        properties={"unrolled_index_write": _PROPERTIES},
+        describe=lambda match: (
+            f"A write into {_made(match, 'unrolled_index_write')} at the index of a loop over "
+            "`range(...)` or `reversed(range(...))` with no barrier in it, unless the range is a "
+            f"literal one of fewer than {_FEW} steps."
+        ),
+        words=lambda case: frozenset({"range"}),
+        match=lambda walk, node, cases: _writes(walk, node, False, cases),
+        node_types=(cst.Assign,),
+        order=40,
+    )
+)

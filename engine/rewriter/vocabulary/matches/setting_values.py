@@ -1,0 +1,135 @@
+"""The value a program gives a named setting: `def setup(backend='nccl')`,
+`dist_backend: str = 'nccl'`, `parser.add_argument('--dist-backend', default='nccl')`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import cache
+
+import libcst as cst
+
+from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+
+
+@cache
+def _globs(names: tuple[str, ...]) -> patterns.NameGlobs:
+    return patterns.NameGlobs([n.lower() for n in names])
+
+
+def _setting_name(text: str) -> str:
+    """`--dist-backend` and `DIST_BACKEND` are the setting `dist_backend`."""
+    return text.lstrip("-").replace("-", "_").lower()
+
+
+def _option_names(call: cst.Call) -> list[str]:
+    """What `parser.add_argument('-b', '--dist-backend', dest=...)` stores its value under."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "dest":
+            value = patterns.literal_value(arg.value)
+            return [_setting_name(value)] if isinstance(value, str) else []
+    flags = [patterns.literal_value(a.value) for a in call.args if a.keyword is None]
+    return [_setting_name(f) for f in flags if isinstance(f, str)]
+
+
+def _position(walk, node: cst.CSTNode) -> tuple[list[str], cst.CSTNode | None]:
+    """The setting names a node gives a value to, and the value."""
+    kind = type(node)
+    if kind is cst.Param:
+        return [node.name.value], node.default
+    if kind is cst.AnnAssign:
+        name = patterns.last_name(node.target)
+        return ([name] if name else []), node.value
+    if kind is cst.Assign:
+        name = patterns.last_name(node.targets[0].target) if len(node.targets) == 1 else None
+        return ([name] if name else []), node.value
+    if kind is cst.DictElement:
+        key = patterns.literal_value(node.key)
+        return ([key] if isinstance(key, str) else []), node.value
+    if kind is cst.Arg and node.keyword is not None and node.keyword.value == "default":
+        call = walk.path[-1] if walk.path else None
+        if type(call) is cst.Call and type(call.func) is cst.Attribute:
+            if call.func.attr.value == "add_argument":
+                return _option_names(call), node.value
+    return [], None
+
+
+def _values(node: cst.CSTNode, chain: list[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, list]]:
+    """The value and, through conditional expressions and `or`/`and`, the values it may take,
+    each with the nodes between the setting and it."""
+    yield node, chain
+    if type(node) is cst.IfExp:
+        yield from _values(node.body, [*chain, node])
+        yield from _values(node.orelse, [*chain, node])
+    elif type(node) is cst.BooleanOperation:
+        yield from _values(node.left, [*chain, node])
+        yield from _values(node.right, [*chain, node])
+
+
+def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
+    names, value = _position(walk, node)
+    if value is None or not names:
+        return False
+    names = [_setting_name(n) for n in names]
+    planned = False
+    for sub, chain in _values(value, [node]):
+        if id(sub) in walk.claimed:
+            continue
+        for case in cases:
+            globs = _globs(case.names)
+            name = next((n for n in names if n in globs), None)
+            if name is None:
+                continue
+            bindings = patterns.Bindings(
+                nodes={"value": sub, "name": cst.SimpleString(repr(name))}, covered=[sub]
+            )
+            if walk.satisfies(case, bindings):
+                path = [id(n) for n in (*walk.path, *chain)]
+                walk.plan(sub, case, bindings, path=path)
+                planned = True
+                break
+    return planned
+
+
+def _rewrite(edit):
+    """A string replacement keeps the site's quotes."""
+    value = patterns.literal_value(edit.case.template) if edit.case.template else None
+    if isinstance(value, str) and type(edit.updated) is cst.SimpleString:
+        return devices.quote_like(edit.updated, value)
+    return None  # the case's replacement, as rendered
+
+
+def _words(case) -> frozenset[str]:
+    """A word every listed name spells out (`backend` for `backend`, `*_backend`), if any: the
+    file must contain it (an option is spelled `--dist-backend`: words are cut at `_`)."""
+    pieces = [{p for p in re.split(r"[*?_\[\]]+", name.lower()) if p} for name in case.names]
+    common = [p for p in pieces[0] if all(any(p in q for q in other) for other in pieces[1:])]
+    return frozenset({max(common, key=len)}) if common else frozenset()
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="setting_value",
+        doc="a value given to a setting named like one of the globs (any case; `--dist-backend` "
+        "is `dist_backend`): a parameter's default, an assignment or a class field, a dict "
+        "entry, an `add_argument` default, or one branch of a conditional expression there; "
+        "`$value` is bound to the value and `$name` to the setting's name (a string)",
+        properties={"setting_value": {"type": "array", "minItems": 1, "items": {"type": "string"}}},
+        describe=lambda match: (
+            "A value given to a setting "
+            + (
+                "of any name"
+                if match["setting_value"] == ["*"]
+                else "named " + ", ".join(f"`{n}`" for n in match["setting_value"])
+            )
+            + " (a parameter's default, an assignment or class field, a dict entry, an "
+            "`add_argument` default, or a branch of a conditional expression there)."
+        ),
+        words=_words,
+        match=_setting_value,
+        node_types=(cst.Param, cst.AnnAssign, cst.Assign, cst.DictElement, cst.Arg),
+        rewrite=_rewrite,
+        order=35,
+    )
+)

@@ -1,0 +1,53 @@
+"""String literals by their whole value: a name written as data (`'CUDA_VISIBLE_DEVICES'`)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import libcst as cst
+
+from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+
+
+@cache
+def _globs(values: tuple[str, ...]) -> patterns.NameGlobs:
+    return patterns.NameGlobs(values)
+
+
+def _string(walk, node: cst.SimpleString, cases) -> bool:
+    value = node.evaluated_value
+    if not isinstance(value, str):
+        return False  # bytes
+    for case in cases:
+        if value in _globs(case.values):
+            walk.plan(node, case, patterns.Bindings(covered=[node]))
+            return True
+    return False
+
+
+def _words(case) -> frozenset[str]:
+    """The text each glob starts or ends with, for the pre-filter (`CUDA_` of `CUDA_*`)."""
+    return frozenset(max(value.split("*"), key=len) for value in case.values)
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="string",
+        doc="a string literal whose whole value matches one of the listed globs (`CUDA_*`): a "
+        "name written as data, such as an environment variable's",
+        properties={
+            "string": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 2}}
+        },
+        describe=lambda match: (
+            "A string literal whose whole value is "
+            + " or ".join(f"`{v}`" for v in match["string"])
+            + " (`*` stands for any text)."
+        ),
+        words=_words,
+        match=_string,
+        node_types=(cst.SimpleString,),
+        order=60,
+        values_of=lambda match: tuple(match["string"]),
+    )
+)
