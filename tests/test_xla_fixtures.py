@@ -25,6 +25,7 @@ PROGRAMS = [
     ("amp.py", "--steps", 3, False),
     ("checkpoint.py", "--steps", 3, False),
     ("ddp.py", "--epochs", 2, False),
+    ("rollout.py", "--steps", 8, False),  # sampled on XLA: not the CPU's random numbers
 ]
 
 

@@ -113,7 +113,7 @@ class FileAnalysis:
             assert self.module is not None
             self._assigned_attributes = frozenset(
                 target.attr.value
-                for node in patterns.walk(self.module)
+                for node in patterns.statements(self.module.body)
                 if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
                 for target in _targets(node)
                 if type(target) is cst.Attribute

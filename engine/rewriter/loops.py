@@ -142,7 +142,7 @@ class LoopAnalyzer:
             self._model_variables = {}
             classes: dict[str, cst.ClassDef] = {}
             assignments: list[cst.Assign] = []
-            for node in patterns.walk(self.module):
+            for node in patterns.statements(self.module.body):
                 if type(node) is cst.ClassDef:
                     classes.setdefault(node.name.value, node)
                 elif type(node) is cst.Assign:

@@ -18,7 +18,7 @@ import ast
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -117,6 +117,32 @@ def dotted_name(node: cst.CSTNode) -> str | None:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
+
+
+def statements(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """Every statement in `body` and in the blocks inside it (a class's, a loop's, each arm of
+    an `if` or a `try`), small statements included: statements only, not their expressions."""
+    for statement in body:
+        if type(statement) is cst.SimpleStatementLine:
+            yield from statement.body
+            continue
+        yield statement
+        if isinstance(statement, cst.BaseSmallStatement):
+            continue  # (a one-line suite's statements)
+        if hasattr(statement, "body"):  # (a `match` has only its cases)
+            yield from statements(statement.body.body)
+        for clause in _clauses(statement):
+            if type(clause) is cst.If:
+                yield from statements((clause,))  # elif
+            else:
+                yield from statements(clause.body.body)
+
+
+def _clauses(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """The else, except, finally and case clauses of a compound statement."""
+    found = [*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())]
+    found += [getattr(statement, name, None) for name in ("orelse", "finalbody")]
+    return [clause for clause in found if clause is not None]
 
 
 def last_name(node: cst.CSTNode) -> str | None:

@@ -18,6 +18,8 @@ _NOT_VALUES = frozenset(
 
 
 def _names_a_gpu(node: cst.CSTNode) -> bool:
+    if type(node) is cst.SimpleString and "cuda" not in node.value and "gpu" not in node.value:
+        return False  # (most strings: no literal to evaluate)
     if devices.cuda_device_kind(node) is not None:
         return True
     value = node.evaluated_value if type(node) is cst.SimpleString else None

@@ -16,6 +16,8 @@ def _globs(values: tuple[str, ...]) -> patterns.NameGlobs:
 
 
 def _string(walk, node: cst.SimpleString, cases) -> bool:
+    if not any(word in node.value for case in cases for word in _words(case)):
+        return False  # (most strings: no literal to evaluate)
     value = node.evaluated_value
     if not isinstance(value, str):
         return False  # bytes
@@ -26,6 +28,7 @@ def _string(walk, node: cst.SimpleString, cases) -> bool:
     return False
 
 
+@cache
 def _words(case) -> frozenset[str]:
     """The text each glob starts or ends with, for the pre-filter (`CUDA_` of `CUDA_*`)."""
     return frozenset(max(value.split("*"), key=len) for value in case.values)
