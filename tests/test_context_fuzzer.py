@@ -152,6 +152,7 @@ CONTEXTS = [
 LOOPS = {"for", "while"}
 FUNCTIONS = {"nested_function", "async_function", "method", "decorated_function"}
 VALUES = {c.name for c in CONTEXTS if c.kind == "expr"}
+NAMES_CUDA = {c.name for c in CONTEXTS if "cuda" in c.template}
 
 
 def _rules(*names: str) -> frozenset[str]:
@@ -172,6 +173,12 @@ CONTEXT_RULES = [
         "a loop around the code makes it a step (a model called in it: an evaluation step)",
     ),
     (_rules("pre_launch"), FUNCTIONS, "a function's body runs after the launch, not before it"),
+    (
+        _rules("train_barrier", "eval_barrier", "device_loader", "host_training", "in_step"),
+        NAMES_CUDA,
+        "code around the snippet that names CUDA makes the file do device work: its loops are "
+        "steps, none trains on the CPU",
+    ),
     (
         _rules("parameter_default", "public_signature"),
         {"default_argument"},

@@ -173,3 +173,11 @@ def test_target_version_changes_the_output():
     old, _ = migrate_text(source, rule_index("torch_xla", "2.4"))
     assert "torch_xla.sync(wait=True)" in new
     assert "torch_xla.sync" not in old
+
+
+def test_every_case_gives_the_pre_filter_a_word():
+    """A case that asks for no word makes every file parsed (correct, but slow): each rule
+    names something a file must contain."""
+    assert frozenset() not in COMPILED.alternatives
+    text = "import torch\nx = 1\n"  # no CUDA word: skipped without parsing
+    assert not COMPILED.may_match(text)

@@ -81,6 +81,7 @@ class FileAnalysis:
         self.text = ""
         self.loops: LoopAnalyzer | None = None
         self.device_aware = True
+        self.host_training_noted = False  # (a file that places nothing on a device)
         self.module: cst.Module | None = None
 
     def run(self, module: cst.Module, text: str = "") -> FileAnalysis:
@@ -183,14 +184,25 @@ class FileAnalysis:
         """Plan the loop's step barrier, and open its context for the host-sync rules."""
         assert self.loops is not None
         if not self.device_aware:
-            self.training.append(False)  # nothing runs on a device: nothing to plan
+            # Nothing runs on a device: no barrier. A training loop is noted once per file:
+            # after the migration it still trains on the CPU.
+            if not self.host_training_noted and not any(self.training):
+                # (no plan: the loop has its barrier, or iterates a device loader, already)
+                plan, role = self.loops.plan(node, inside_training=False)
+                if role == "train" and plan is not None:
+                    self.host_training_noted = True
+                    self._offer_loop(node, LoopPlan("host"))
+            self.training.append(False)
             return
         plan, role = self.loops.plan(node, inside_training=any(self.training))
         self.training.append(role == "train")
         if role:
             self.contexts.append("S")
-        if plan is None:
-            return
+        if plan is not None:
+            self._offer_loop(node, plan)
+
+    def _offer_loop(self, node: cst.For | cst.While, plan: LoopPlan) -> None:
+        """The loop's plan to the first loop analysis that takes it."""
         for analysis, case in self.index.loop_analyses:
             if analysis.takes_loop(plan):
                 self.plan(node, case, patterns.Bindings(), loop=plan)

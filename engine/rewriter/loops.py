@@ -92,7 +92,7 @@ class Summary:
 
 @dataclass
 class LoopPlan:
-    kind: str  # "train" | "eval"
+    kind: str  # "train" | "eval" | "host" (a training loop of a file that uses no device)
     loader: cst.BaseExpression | None = None  # wrap this in MpDeviceLoader ...
     after: cst.BaseStatement | None = None  # ... or put the barrier after this statement
 

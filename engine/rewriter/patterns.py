@@ -287,6 +287,11 @@ def node_names(node: cst.CSTNode) -> Iterator[str]:
     ):
         if node.value not in BUILTIN_NAMES and node.value not in ("True", "False", "None"):
             yield node.value
+    if type(node) is cst.SimpleString:
+        value = node.evaluated_value
+        # (a string source code may spell with escapes or quotes asks for no word)
+        if isinstance(value, str) and value.isprintable() and not set(value) & set("\\'\""):
+            yield value
     for child in iter_children(node):
         yield from node_names(child)
 

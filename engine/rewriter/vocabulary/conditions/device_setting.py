@@ -22,5 +22,7 @@ CONDITIONS.register(
         doc="is a string naming a device setting (`'device'`, `'DEVICE'`, `'eval_device'`: the "
         "`names` of `device_positions`, in any case)",
         check=_names_device,
+        # (`device`, `eval_device`, `dev` hold `dev`; `DEVICE`, `EVAL_DEVICE` hold `DEV`)
+        words=lambda _: {frozenset({"dev"}), frozenset({"DEV"})},
     )
 )

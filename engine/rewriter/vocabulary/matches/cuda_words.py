@@ -17,11 +17,12 @@ _NOT_VALUES = frozenset(
 )
 
 
-def _names_a_gpu(node: cst.CSTNode) -> bool:
-    if type(node) is cst.SimpleString and "cuda" not in node.value and "gpu" not in node.value:
+def _names(word: str, node: cst.CSTNode) -> bool:
+    """`node` names a device of `word`: `cuda` (`'cuda:0'`, `f'cuda:{rank}'`) or `gpu`."""
+    if type(node) is cst.SimpleString and word not in node.value:
         return False  # (most strings: no literal to evaluate)
-    if devices.cuda_device_kind(node) is not None:
-        return True
+    if word == "cuda":
+        return devices.cuda_device_kind(node) is not None
     value = node.evaluated_value if type(node) is cst.SimpleString else None
     return isinstance(value, str) and _GPU_RE.match(value) is not None
 
@@ -42,9 +43,9 @@ def _used_as_a_value(walk, node: cst.CSTNode) -> bool:
 
 
 def _stray_device_word(walk, node: cst.CSTNode, cases) -> bool:
-    if not _names_a_gpu(node) or not _used_as_a_value(walk, node):
-        return False
-    walk.defer(node, cases[0])  # a device variable's string is decided after the walk
+    case = next((c for c in cases if _names(c.values[0], node)), None)
+    if case is not None and _used_as_a_value(walk, node):
+        walk.defer(node, case)  # a device variable's string is decided after the walk
     return False
 
 
@@ -54,13 +55,14 @@ MATCH_KINDS.register(
         doc="a string naming a CUDA device or a GPU (`'cuda'`, `'cuda:1'`, `f'cuda:{rank}'`, "
         "`'gpu'`) used as a value, where no other rule matched it (not a dict key, a subscript, "
         "a docstring, a message or an attribute's name)",
-        properties={"device_word": {"enum": ["cuda"]}},
+        properties={"device_word": {"enum": ["cuda", "gpu"]}},
         describe=lambda match: (
             "A string naming a CUDA device or a GPU used as a value where no other rule "
             "matched it: a comparison with a variable of another name, an item of a list, an "
             "argument of the program's own function, an expected value in a test."
         ),
-        words=lambda case: frozenset({"cuda", "gpu"}),
+        words=lambda case: frozenset(case.values),
+        values_of=lambda match: (match["device_word"],),
         match=_stray_device_word,
         node_types=(cst.SimpleString, cst.FormattedString),
         order=90,  # last: every rule that knows the position goes first

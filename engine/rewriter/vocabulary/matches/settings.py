@@ -28,7 +28,8 @@ MATCH_KINDS.register(
             "The default of a device setting (an `add_argument` option or a class field named "
             f"like a device) given as {', '.join(repr(v) for v in match['setting_default'])}."
         ),
-        words=lambda case: frozenset(case.values),
+        # (the setting is named like a device: `device`, `dev`, `eval_device` all hold `dev`)
+        words=lambda case: frozenset({*case.values, "dev"}),
         match=_setting_default,
         marks=("setting",),
         rewrite=rewrite_device_string,

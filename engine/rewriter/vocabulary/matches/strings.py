@@ -16,7 +16,7 @@ def _globs(values: tuple[str, ...]) -> patterns.NameGlobs:
 
 
 def _string(walk, node: cst.SimpleString, cases) -> bool:
-    if not any(word in node.value for case in cases for word in _words(case)):
+    if not any(all(word in node.value for word in _words(case)) for case in cases):
         return False  # (most strings: no literal to evaluate)
     value = node.evaluated_value
     if not isinstance(value, str):
@@ -30,8 +30,11 @@ def _string(walk, node: cst.SimpleString, cases) -> bool:
 
 @cache
 def _words(case) -> frozenset[str]:
-    """The text each glob starts or ends with, for the pre-filter (`CUDA_` of `CUDA_*`)."""
-    return frozenset(max(value.split("*"), key=len) for value in case.values)
+    """For the pre-filter, the text every glob of the case holds (`CUDA_` of `CUDA_*` and
+    `*_CUDA_*`); none when they share none (then every file is read)."""
+    parts = [max(value.split("*"), key=len) for value in case.values]
+    common = min(parts, key=len)
+    return frozenset({common}) if all(common in part for part in parts) else frozenset()
 
 
 MATCH_KINDS.register(
