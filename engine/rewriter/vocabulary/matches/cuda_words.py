@@ -27,19 +27,23 @@ def _names(word: str, node: cst.CSTNode) -> bool:
     return isinstance(value, str) and _GPU_RE.match(value) is not None
 
 
-def _used_as_a_value(walk, node: cst.CSTNode) -> bool:
-    """Not a dict key or a subscript (`cfg['gpu']` names a setting), a docstring, a message
-    (`print('cuda')`) or an attribute's name (`getattr(args, 'cuda')`)."""
+def written_for_people(walk) -> bool:
+    """The string the walk is at is a docstring, a message (`print('cuda')`, `log.info(...)`)
+    or an attribute's name (`getattr(args, 'cuda')`): words, not a value the program uses."""
     path = walk.path
-    parent = path[-1] if path else None
-    kind = type(parent)
-    if kind is cst.DictElement:
+    if path and type(path[-1]) is cst.Expr:
+        return True
+    if len(path) >= 2 and type(path[-1]) is cst.Arg and type(path[-2]) is cst.Call:
+        return patterns.last_name(path[-2].func) in _NOT_VALUES
+    return False
+
+
+def _used_as_a_value(walk, node: cst.CSTNode) -> bool:
+    """Not a dict key or a subscript (`cfg['gpu']` names a setting), nor written for people."""
+    parent = walk.path[-1] if walk.path else None
+    if type(parent) is cst.DictElement:
         return parent.value is node
-    if kind is cst.Index or kind is cst.Expr:
-        return False
-    if kind is cst.Arg and len(path) >= 2 and type(path[-2]) is cst.Call:
-        return patterns.last_name(path[-2].func) not in _NOT_VALUES
-    return True
+    return type(parent) is not cst.Index and not written_for_people(walk)
 
 
 def _stray_device_word(walk, node: cst.CSTNode, cases) -> bool:

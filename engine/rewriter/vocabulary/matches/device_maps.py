@@ -22,7 +22,10 @@ def _entries(node: cst.Dict) -> dict[str, cst.DictElement]:
 def _device_map(walk, node: cst.Dict, cases) -> bool:
     entries = _entries(node)
     cuda = entries.get("cuda")
-    if cuda is None or "xla" in entries or id(cuda.value) in walk.claimed:
+    if cuda is None or id(cuda.value) in walk.claimed:
+        return False
+    if "xla" in entries:
+        walk.claim_subtree(node)  # migrated already: its CUDA entry stays, as a first run left it
         return False
     for case in cases:
         bindings = patterns.Bindings(nodes={"value": cuda.value}, covered=[node])

@@ -8,6 +8,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.matches.cuda_words import written_for_people
 
 
 @cache
@@ -19,12 +20,13 @@ def _string(walk, node: cst.SimpleString, cases) -> bool:
     if not any(all(word in node.value for word in _words(case)) for case in cases):
         return False  # (most strings: no literal to evaluate)
     value = node.evaluated_value
-    if not isinstance(value, str):
-        return False  # bytes
+    if not isinstance(value, str) or written_for_people(walk):
+        return False  # (bytes; a message, a docstring)
     for case in cases:
         if value in _globs(case.values):
-            walk.plan(node, case, patterns.Bindings(covered=[node]))
-            return True
+            # after the walk, if no rule that knows the position took it (a safety net)
+            walk.defer(node, case)
+            return False
     return False
 
 
@@ -41,7 +43,8 @@ MATCH_KINDS.register(
     MatchKind(
         name="string",
         doc="a string literal whose whole value matches one of the listed globs (`CUDA_*`): a "
-        "name written as data, such as an environment variable's",
+        "name written as data, such as an environment variable's; only where no other rule "
+        "matched it or the code around it, and not in a message or a docstring",
         properties={
             "string": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 2}}
         },
