@@ -104,11 +104,16 @@ def worktree(repo: git.Repo, commit: git.Commit) -> Iterator[Path]:
         repo.git.worktree("prune")
 
 
-def commit_paths(checkout: Path, paths: list[str], summary: str, body: str) -> git.Commit:
-    """Commit exactly `paths` (added, changed or removed) in the detached checkout."""
+def commit_paths(
+    checkout: Path, paths: list[str], summary: str, body: str, generated: bool = False
+) -> git.Commit:
+    """Commit exactly `paths` (added, changed or removed) in the detached checkout. `generated`:
+    the paths are PyTPU's own output (the suite), added even where `.gitignore` ignores them."""
     repo = git.Repo(checkout)
     if paths:
-        repo.git.add("--all", "--", *paths)
+        # ML repositories often ignore `*.pt`, which would drop the suite's recordings; the user's
+        # own files are never forced in.
+        repo.git.add("--all", *(["--force"] if generated else []), "--", *paths)
     message = (
         f"{summary}\n\n{body.strip()}\n\n{TRAILER}\n"
         if body.strip()

@@ -154,7 +154,13 @@ class BenchmarkRun:
     """The benchmark stage: the training step timed on both sides."""
 
     section: dict[str, Any]  # the report's `benchmark` section, as `benchmark.compare` makes it
-    speedup: float | None  # the original's median step over the migrated one's; None if failed
+    nothing_on_xla: bool  # the XLA side compiled no graph: its steps ran on the host
+
+    @property
+    def speedup(self) -> float | None:
+        """The original's median step over the migrated one's; None if either failed, or if
+        nothing ran on the XLA device (the host would be timed against itself)."""
+        return None if self.nothing_on_xla else self.section["speedup"]
 
 
 @dataclass(frozen=True)
@@ -232,9 +238,14 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
     with gitrepo.worktree(start.repo, start.base) as work:
         tests = clock.run("tests", _generate_tests, start.settings, work)
         migration = clock.run("rewrite", _rewrite, start.settings, work)
-        with gitrepo.worktree(start.repo, tests.commit) as original:
-            checked = clock.run("parity", _parity, start.settings, original, work)
-            timed = clock.run("benchmark", _benchmark, start.settings, tests, original, work)
+    # Both sides run from clean checkouts of the two commits: the tests judge what is pushed, not
+    # what the work tree still holds (a recording left out of the commit, say).
+    with (
+        gitrepo.worktree(start.repo, tests.commit) as original,
+        gitrepo.worktree(start.repo, migration.commit) as migrated,
+    ):
+        checked = clock.run("parity", _parity, start.settings, original, migrated)
+        timed = clock.run("benchmark", _benchmark, start.settings, tests, original, migrated)
     branch = _branch_update(start, migration.commit)
     return _report(Stages(start, tests, migration, checked, timed, branch, clock.finish()))
 
@@ -289,7 +300,8 @@ def _generate_tests(settings: config_module.Config, work: Path) -> GeneratedTest
         raise MigrateError(f"test generation: {exc}") from None
     body = _tests_body(generated)
     return GeneratedTests(
-        generated, gitrepo.commit_paths(work, [settings.tests], TESTS_MESSAGE, body)
+        generated,
+        gitrepo.commit_paths(work, [settings.tests], TESTS_MESSAGE, body, generated=True),
     )
 
 
@@ -301,22 +313,22 @@ def _rewrite(settings: config_module.Config, work: Path) -> MigrationCommit:
     )
 
 
-def _parity(settings: config_module.Config, original: Path, work: Path) -> ParityRun:
+def _parity(settings: config_module.Config, original: Path, migrated: Path) -> ParityRun:
     limit = settings.timeout * 2
     before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
-    after = parity.run_side(work, settings.tests, "xla", limit)
+    after = parity.run_side(migrated, settings.tests, "xla", limit)
     return ParityRun.of(before, after, settings.baseline_device)
 
 
 def _benchmark(
-    settings: config_module.Config, tests: GeneratedTests, original: Path, work: Path
+    settings: config_module.Config, tests: GeneratedTests, original: Path, migrated: Path
 ) -> BenchmarkRun:
     """The configured benchmark command, else the recorded run, on each side. The recorded run
     is short: when it runs too few steps the benchmark lengthens it; a `benchmark` command is
     timed as written."""
     command = settings.benchmark_command or tests.generated.command
     section = benchmark.run(
-        ((original, settings.baseline_device), (work, "xla")),
+        ((original, settings.baseline_device), (migrated, "xla")),
         command,
         tests.generated.accelerator_flag,
         warmup=WARMUP,
@@ -324,7 +336,7 @@ def _benchmark(
         timeout=settings.timeout,
         lengthen=settings.benchmark is None,
     )
-    return BenchmarkRun(section, speedup=section["speedup"])
+    return BenchmarkRun(section, nothing_on_xla=report_document.nothing_on_xla(section))
 
 
 def _branch_update(start: Start, migration: git.Commit) -> BranchUpdate:

@@ -14,6 +14,9 @@ from pathlib import Path
 from pytpu.engine import processes
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+# The JUnit entry (classname, name) pytest writes when it crashes itself: an INTERNALERROR, such as
+# a module that exits while it is collected; not a test.
+INTERNAL = ("pytest", "internal")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class SuiteRun:
     reported: bool  # pytest wrote its report (it ran)
     output: str  # the last lines pytest printed
     command: str  # as a person would type it, the device variables first
+    internal_error: str | None = None  # pytest's INTERNALERROR: its exception's line
 
 
 def run(
@@ -51,14 +55,20 @@ def run(
             return SuiteRun([], None, False, "", printed)
         tail = " / ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
         reported = report.exists()
-        results = read_junit(report) if reported else []
-        return SuiteRun(results, done.returncode, reported, tail, printed)
+        results, internal = read_junit(report) if reported else ([], None)
+        return SuiteRun(results, done.returncode, reported, tail, printed, internal)
 
 
-def read_junit(report: Path) -> list[TestResult]:
-    results = []
+def read_junit(report: Path) -> tuple[list[TestResult], str | None]:
+    """The tests' results, and the exception of pytest's INTERNALERROR if it had one."""
+    results, internal = [], None
     for case in ElementTree.parse(report).getroot().iter("testcase"):
         classname = case.get("classname", "")
+        if (classname, case.get("name")) == INTERNAL:
+            # Its message is "internal error"; the traceback's last line names the exception.
+            lines = (case.findtext("error") or "").strip().splitlines()
+            internal = lines[-1] if lines else "internal error"
+            continue
         file = case.get("file") or classname.replace(".", "/") + ".py"
         outcome, message = PASSED, None
         for tag, kind in (("failure", FAILED), ("error", ERROR), ("skipped", SKIPPED)):
@@ -72,4 +82,4 @@ def read_junit(report: Path) -> list[TestResult]:
         module = classname.rpartition(".")[2] or classname
         test_id = f"{Path(file).as_posix()}::{name}"
         results.append(TestResult(test_id, module, name, outcome, message))
-    return results
+    return results, internal

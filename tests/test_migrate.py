@@ -15,8 +15,9 @@ import git
 import pytest
 from markdown_it import MarkdownIt
 
-from pytpu.engine import migrate
+from pytpu.engine import migrate, testgen
 from pytpu.engine.rewriter import checkout
+from pytpu.engine.verify import parity
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
 CONFIG = "run: python train.py --cuda --steps 16\ntolerance: 2.0\n"
@@ -37,6 +38,8 @@ def _pytpu(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 def _repository(folder: Path) -> git.Repo:
     shutil.copytree(FIXTURE, folder)
+    # As in many ML repositories: checkpoints are ignored, and so would be the suite's recordings.
+    (folder / ".gitignore").write_text("*.pt\n")
     (folder / ".github").mkdir()
     (folder / ".github" / "pytpu.yml").write_text(CONFIG)
     repo = git.Repo.init(folder, initial_branch="main")
@@ -77,6 +80,8 @@ def test_first_run_makes_the_branch_with_two_commits(migrated):
     assert tests_commit.parents[0].hexsha == before["head"]
     added = {d.b_path for d in tests_commit.parents[0].diff(tests_commit)}
     assert added and all(p.startswith("tests/pytpu/") for p in added)
+    # The recordings are committed though `*.pt` is ignored: the pushed suite runs as it is.
+    assert any(p.startswith("tests/pytpu/data/") and p.endswith(".pt") for p in added)
     # The configuration reaches the suite: its tolerance factor is recorded beside the tests.
     suite = json.loads((tests_commit.tree / "tests/pytpu/suite.json").data_stream.read())
     assert suite["tolerance"] == 2.0
@@ -179,3 +184,81 @@ def test_a_migration_that_breaks_a_test_is_named_with_exit_code_1(tmp_path, monk
     assert result.headline == result.markdown.splitlines()[0].strip("*")
     assert "regression" in result.markdown.lower()
     assert repo.heads.main.commit.summary == "A CUDA program"
+
+
+class _Stop(Exception):
+    """Ends a run once a stage has seen what it was given."""
+
+
+def test_both_sides_run_from_clean_checkouts_of_the_two_commits(tmp_path, monkeypatch):
+    _repository(tmp_path / "repo")
+
+    def generate(work, **_):  # a recording the user's `*.pt` ignores, and a checkpoint left over
+        (work / "tiny.pt").write_bytes(b"checkpoint")
+        (work / "tests" / "pytpu" / "data").mkdir(parents=True)
+        (work / "tests" / "pytpu" / "data" / "unit.pt").write_bytes(b"recording")
+        return testgen.GenerationResult(command="python train.py")
+
+    seen = {}
+
+    def parity_stage(settings, original, migrated):
+        for side, root in (("original", original), ("migrated", migrated)):
+            checkout = git.Repo(root)
+            seen[side] = (
+                checkout.head.commit.summary,
+                checkout.git.status("--porcelain", "--ignored"),  # nothing but the commit
+                (root / "tests" / "pytpu" / "data" / "unit.pt").read_bytes(),
+            )
+        raise _Stop
+
+    monkeypatch.setattr(migrate.testgen, "generate", generate)
+    monkeypatch.setattr(migrate, "_parity", parity_stage)
+    with pytest.raises(_Stop):
+        migrate.migrate(tmp_path / "repo")
+    assert seen == {
+        "original": (migrate.TESTS_MESSAGE, "", b"recording"),
+        "migrated": (migrate.MIGRATION_MESSAGE, "", b"recording"),
+    }
+
+
+# TCN's add_test.py: a training script that pytest would import for its name.
+SCRIPT_NAMED_LIKE_A_TEST = """import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, required=True)
+args = parser.parse_args()
+
+
+def test():  # its evaluation loop
+    pass
+"""
+UNITTEST_CASES = """import unittest
+
+
+class Cases(unittest.TestCase):
+    def test_one(self):
+        pass
+"""
+
+
+def test_only_files_that_define_tests_run_as_the_repositorys_tests(tmp_path):
+    (tmp_path / "add_test.py").write_text(SCRIPT_NAMED_LIKE_A_TEST)
+    (tmp_path / "test_model.py").write_text("def test_shapes():\n    pass\n")
+    (tmp_path / "cases_test.py").write_text(UNITTEST_CASES)
+    (tmp_path / "test_helpers.py").write_text("def helper():\n    pass\n")
+    found = parity.own_test_files(tmp_path, "tests/pytpu")
+    assert sorted(p.name for p in found) == ["cases_test.py", "test_model.py"]
+    side = parity.run_side(tmp_path, "tests/pytpu", "cpu", timeout=300)
+    files = {test_id.split("::")[0] for test_id in side.results}
+    assert files == {"cases_test.py", "test_model.py"}
+    assert {outcome for outcome, _ in side.results.values()} == {"passed"}
+    assert side.commands[-1].split(" -q ")[0].endswith("pytest cases_test.py test_model.py")
+
+
+def test_a_pytest_internal_error_is_a_problem_not_a_test(tmp_path):
+    # A real test file that exits while pytest imports it.
+    (tmp_path / "test_cli.py").write_text(
+        SCRIPT_NAMED_LIKE_A_TEST + "\n\ndef test_cli():\n    pass\n"
+    )
+    side = parity.run_side(tmp_path, "tests/pytpu", "cpu", timeout=300)
+    assert side.results == {}  # no `pytest.py::internal` row
+    assert "repository tests on cpu: pytest stopped (INTERNALERROR): SystemExit: 2" in side.problems

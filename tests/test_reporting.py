@@ -12,6 +12,8 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from pytpu.engine.migrate import BenchmarkRun
+from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.reporting.markdown import render, validate, verdict_line
 
@@ -271,6 +273,34 @@ def test_xla_evidence_steady_state_and_recompilation_warning():
     assert "steady state" not in text
     assert "⚠️ **3**: the step still recompiles after warm-up" in text
     assert "- CPU fallback ops: `aten::_unique2` ×5, `aten::nonzero` ×2" in text
+
+
+def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
+    # nlp-tutorial's NNLM places nothing on a device: both sides timed the host (x0.94).
+    doc = load("parity")
+    measured = doc["benchmark"]
+    measured["target"].update(
+        steps_ran=14, compile={"graphs": 0, "seconds": 0.0, "after_warmup": 0}
+    )
+    run = BenchmarkRun(measured, nothing_on_xla=report_document.nothing_on_xla(measured))
+    assert run.nothing_on_xla and run.speedup is None
+    doc["benchmark"] = report_document.benchmark(run)
+    doc["verdict"]["speedup"] = run.speedup
+    assert verdict_line(doc) == (
+        "PyTPU: parity 18/18, speedup n/a — nothing ran on the XLA device (CPU → XLA on the CPU)"
+    )
+    text = render(doc)
+    assert "x1.42" not in text
+    bench = section(text, "Benchmark")
+    assert "**Speedup: n/a — nothing ran on the XLA device.**" in bench
+    assert "places nothing on a device" in bench and "PYTPU diagnostics" in bench
+    assert "not a TPU" not in bench  # the times show nothing about XLA
+    evidence = section(text, "XLA evidence")
+    assert "- Graphs compiled: 0: nothing ran on the XLA device" in evidence
+    assert "Compilations after warm-up" not in evidence and "no recompilation" not in evidence
+    # Steps that compiled graphs keep their speedup.
+    measured["target"]["compile"]["graphs"] = 3
+    assert BenchmarkRun(measured, report_document.nothing_on_xla(measured)).speedup == 1.42
 
 
 def test_changes_per_rule_with_totals():

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import pytpu.runtime
-from pytpu.engine import processes
+from pytpu.engine import processes, pytest_runs
 from pytpu.engine.testgen import discover, record
 from pytpu.runtime import support
 
@@ -318,6 +318,29 @@ def test_metric_lines_mask_numbers():
     assert lines == [("step # loss # acc #%", [3.0, 2.5, 91.0])]
     # Padding that depends on a number's width does not change the line's shape.
     assert support.metric_lines("time: 125.43s loss 2")[0][0] == "time: #s loss #"
+
+
+def test_cost_lines_are_metrics():
+    # nlp-tutorial's scripts print their loss as a cost.
+    lines = support.metric_lines("Epoch: 0001 cost = 0.078700\n")
+    assert lines == [("Epoch: # cost = #", [1.0, 0.0787])]
+
+
+def test_a_crashed_programs_row_names_its_exception(tmp_path):
+    # The parity table keeps a failure's first line: it must carry the program's exception.
+    stderr = (
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied\n"
+    )
+    (tmp_path / "test_crash.py").write_text(
+        "from pytpu.runtime import support\n\n\ndef test_program():\n"
+        f"    support.check_program_ran(support.ProgramRun(1, '', {stderr!r}, []))\n"
+    )
+    [result] = pytest_runs.run(tmp_path, ["test_crash.py"], "cpu", timeout=300).results
+    assert result.message == (
+        "AssertionError: the program exited with 1: "
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied"
+    )
 
 
 def test_durations_in_metric_lines_are_never_pinned():

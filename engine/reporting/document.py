@@ -17,7 +17,7 @@ from pytpu.engine.rewriter.checkout import RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
 
 if TYPE_CHECKING:  # the pipeline imports this module: its types are for the annotations only
-    from pytpu.engine.migrate import Stages
+    from pytpu.engine.migrate import BenchmarkRun, Stages
     from pytpu.engine.testgen import GenerationResult
 
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
@@ -95,6 +95,23 @@ def _comment_lines(run: RunResult) -> dict[tuple[str, str], list[int]]:
     return found
 
 
+def nothing_on_xla(section: dict[str, Any]) -> bool:
+    """The XLA side of a benchmark section ran its steps but compiled no graph: the program placed
+    nothing on the device, so both sides timed the host."""
+    target = section["target"]
+    return bool(
+        target
+        and target["device"] == "xla"
+        and target["steps_ran"]
+        and not target["compile"]["graphs"]
+    )
+
+
+def benchmark(run: BenchmarkRun) -> dict[str, Any]:
+    """The benchmark section with the speedup the verdict claims, and whether nothing ran on XLA."""
+    return {**run.section, "speedup": run.speedup, "nothing_on_xla": run.nothing_on_xla}
+
+
 def tests_generated(generated: GenerationResult) -> dict[str, list[dict[str, Any]]]:
     """The units that have tests, and those without one and why."""
     return {
@@ -120,7 +137,7 @@ def build(stages: Stages) -> dict[str, Any]:
         "devices": asdict(stages.parity.devices),
         "verdict": asdict(stages.verdict),
         "parity": stages.parity.section,
-        "benchmark": stages.benchmark.section,
+        "benchmark": benchmark(stages.benchmark),
         "changes": changes(migration.run),
         "review": review(migration.run),
         "tests_generated": tests_generated(stages.tests.generated),

@@ -22,6 +22,7 @@ SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 TEMPLATES = Path(__file__).with_name("templates")
 ENTRY = "report.md.j2"
 COLLAPSE_AFTER = 10  # tables with more rows than this go inside <details>
+NOTHING_ON_XLA = "n/a — nothing ran on the XLA device"  # the speedup when XLA compiled no graph
 
 
 @cache
@@ -63,6 +64,8 @@ def verdict_line(document: dict) -> str:
         parts = ["no tests"]
     if verdict["speedup"] is not None:
         parts.append(f"speedup x{speedup_text(verdict['speedup'])}")
+    elif document["benchmark"].get("nothing_on_xla"):
+        parts.append(f"speedup {NOTHING_ON_XLA}")
     else:
         parts.append("benchmark failed" if document["benchmark"]["error"] else "no benchmark")
     sides = f"{short_device(devices['baseline'])} → {short_device(devices['target'])}"
@@ -127,7 +130,7 @@ def _environment(overrides: Path | None) -> jinja2.Environment:
     )
     env.filters.update(cell=cell, code=code, number=number, duration=duration, plural=plural)
     env.filters.update(first_line=first_line, short_device=short_device, speedup=speedup_text)
-    env.globals.update(collapse_after=COLLAPSE_AFTER)
+    env.globals.update(collapse_after=COLLAPSE_AFTER, nothing_on_xla=NOTHING_ON_XLA)
     return env
 
 

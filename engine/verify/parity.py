@@ -7,6 +7,7 @@ The user's code runs in child processes without tokens or other secrets in their
 
 from __future__ import annotations
 
+import ast
 import os
 import time
 from dataclasses import dataclass, field
@@ -35,7 +36,8 @@ class SideRun:
 
 
 def own_test_files(root: Path, suite: str) -> list[Path]:
-    """The repository's own pytest files (not the generated suite)."""
+    """The repository's own pytest files (not the generated suite): named as pytest collects
+    them and defining a test, so that a training script named `add_test.py` is not run."""
     suite_dir = (root / suite).resolve()
     paths, _ = sources.discover(root)
     return [
@@ -43,7 +45,23 @@ def own_test_files(root: Path, suite: str) -> list[Path]:
         for p in paths
         if (p.name.startswith("test_") or p.name.endswith("_test.py"))
         and suite_dir not in p.resolve().parents
+        and defines_tests(p)
     ]
+
+
+def defines_tests(path: Path) -> bool:
+    """A `test_*` function or a `Test*` class, at the top level or in a class (a script's
+    `def test():` is its evaluation loop, not a test)."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return False
+    methods = [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
+    return any(
+        (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_"))
+        or (isinstance(node, ast.ClassDef) and node.name.startswith("Test"))
+        for node in [*tree.body, *methods]
+    )
 
 
 def run_side(root: Path, suite: str, device: str, timeout: float) -> SideRun:
@@ -55,8 +73,9 @@ def run_side(root: Path, suite: str, device: str, timeout: float) -> SideRun:
         runs.append(("generated", [suite]))
     else:
         side.problems.append(f"{suite}: no generated suite in {root}")
-    if own_test_files(root, suite):
-        runs.append(("repository", [".", f"--ignore={suite}"]))
+    own = [p.relative_to(root.resolve()).as_posix() for p in own_test_files(root, suite)]
+    if own:  # named, not `.`: pytest would import every `*_test.py` script it finds
+        runs.append(("repository", own))
     for kind, arguments in runs:
         _run_pytest(root, arguments, kind, side, timeout)
     side.seconds = time.perf_counter() - started
@@ -72,7 +91,11 @@ def _run_pytest(root: Path, arguments: list[str], kind: str, side: SideRun, time
     if not done.reported:
         side.problems.append(f"{kind} tests on {side.device} did not run: {done.output}")
         return
-    if done.returncode not in (0, 1, NO_TESTS_COLLECTED):
+    if done.internal_error:
+        side.problems.append(
+            f"{kind} tests on {side.device}: pytest stopped (INTERNALERROR): {done.internal_error}"
+        )
+    elif done.returncode not in (0, 1, NO_TESTS_COLLECTED):
         side.problems.append(f"{kind} tests on {side.device}: pytest exited {done.returncode}")
     for result in done.results:
         side.results[result.id] = (result.outcome, result.message)

@@ -442,8 +442,11 @@ def harness_records(out: Path) -> list[dict[str, Any]]:
 
 def check_program_ran(run: ProgramRun) -> None:
     if run.returncode != 0:
-        tail = "\n".join((run.stderr or run.stdout).splitlines()[-15:])
-        raise AssertionError(f"the program exited with {run.returncode}:\n{tail}")
+        lines = (run.stderr or run.stdout).strip().splitlines()
+        # Reports keep a failure's first line: it names the exception (the traceback's last line).
+        last = lines[-1].strip() if lines else "no output"
+        tail = "\n".join(lines[-15:])
+        raise AssertionError(f"the program exited with {run.returncode}: {last}\n{tail}")
     if device_kind() == "xla" and not run.executions:
         raise AssertionError("PYTPU_DEVICE=xla but the program ran nothing on the XLA device")
 
@@ -468,7 +471,7 @@ def expect_training_step(
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-METRIC_WORDS = re.compile(r"loss|acc|ppl|perplexity|error|score|bleu|mse|mae", re.IGNORECASE)
+METRIC_WORDS = re.compile(r"loss|cost|acc|ppl|perplexity|error|score|bleu|mse|mae", re.IGNORECASE)
 
 
 def metric_lines(stdout: str) -> list[tuple[str, list[float]]]:
