@@ -47,7 +47,11 @@ def run(
     env = processes.pytest_environment(device, baseline)
     with tempfile.TemporaryDirectory(prefix="pytpu-pytest-") as scratch:
         report = Path(scratch) / "junit.xml"
-        command = [sys.executable, "-m", "pytest", *arguments, "-q", "-p", "no:cacheprovider"]
+        # (a test file that cannot be imported is that file's error; the other files still run)
+        command = [
+            *(sys.executable, "-m", "pytest", *arguments, "-q", "-p", "no:cacheprovider"),
+            "--continue-on-collection-errors",
+        ]
         printed = " ".join([*processes.shown(env, device), "python", *command[1:]])
         command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]
         done = processes.run(command, root, env, timeout)

@@ -343,6 +343,15 @@ def test_a_crashed_programs_row_names_its_exception(tmp_path):
     )
 
 
+def test_a_test_file_that_cannot_be_imported_does_not_hide_the_others(tmp_path):
+    # A repository's test needing a package that is not installed (flax) is its own error.
+    (tmp_path / "test_needs_flax.py").write_text("import not_installed_module\n")
+    (tmp_path / "test_model.py").write_text("def test_forward():\n    assert True\n")
+    run = pytest_runs.run(tmp_path, ["."], "cpu", timeout=300)
+    outcomes = {result.id.split("::")[0]: result.outcome for result in run.results}
+    assert outcomes == {"test_needs_flax.py": "error", "test_model.py": "passed"}
+
+
 def test_durations_in_metric_lines_are_never_pinned():
     # Two recordings may print the same time by chance (0.10s twice); it is still not behaviour.
     line = "| end of epoch 1 | time: 0.10s | valid loss 5.61 | ms/batch 12.5 | valid ppl 272.20"
