@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytpu.engine.source_roots import source_roots
 from pytpu.runtime import bootstrap
 from pytpu.runtime.bootstrap import BASELINE_ENV
 
@@ -46,9 +47,13 @@ class Finished:
     timed_out: bool
 
 
-def pytest_environment(device: str, baseline: bool = False) -> dict[str, str]:
-    """pytest on `device`; under `baseline` the generated suite records its expected values."""
+def pytest_environment(root: Path, device: str, baseline: bool = False) -> dict[str, str]:
+    """pytest on `device` in the repository at `root`, its packages importable as if installed;
+    under `baseline` the generated suite records its expected values."""
     env = _on_device(safe_environment(), device, quick_compile=True)
+    folders = [str(folder) for folder in source_roots(root)]
+    if folders:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [*folders, env.get("PYTHONPATH")]))
     if baseline:
         env[BASELINE_ENV] = "1"
     return env

@@ -5,6 +5,7 @@ JUnit report.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytpu.engine import processes
+from pytpu.engine.source_roots import source_roots
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 # The JUnit entry (classname, name) pytest writes when it crashes itself: an INTERNALERROR, such as
@@ -44,7 +46,7 @@ def run(
     root: Path, arguments: list[str], device: str, timeout: float, baseline: bool = False
 ) -> SuiteRun:
     """`python -m pytest ARGUMENTS` in `root`; under `baseline` the suite records its values."""
-    env = processes.pytest_environment(device, baseline)
+    env = processes.pytest_environment(root, device, baseline)
     with tempfile.TemporaryDirectory(prefix="pytpu-pytest-") as scratch:
         report = Path(scratch) / "junit.xml"
         # (a test file that cannot be imported is that file's error; the other files still run)
@@ -52,7 +54,10 @@ def run(
             *(sys.executable, "-m", "pytest", *arguments, "-q", "-p", "no:cacheprovider"),
             "--continue-on-collection-errors",
         ]
-        printed = " ".join([*processes.shown(env, device), "python", *command[1:]])
+        # (a src layout's folders, as the person reproducing it would type them)
+        folders = [str(f.relative_to(root)) for f in source_roots(root)]
+        path = [f"PYTHONPATH={os.pathsep.join(folders)}"] if folders else []
+        printed = " ".join([*path, *processes.shown(env, device), "python", *command[1:]])
         command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]
         done = processes.run(command, root, env, timeout)
         if done.timed_out:

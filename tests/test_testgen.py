@@ -383,3 +383,30 @@ def test_dropout_on_xla_draws_the_cpus_mask(monkeypatch):
         noise = torch.randn(2, 3, device=torch_xla.device())
     torch.testing.assert_close(moved.cpu(), expected)
     assert noise.device.type == "xla"
+
+
+def test_a_suite_imports_package_modules_by_their_names(tmp_path, monkeypatch):
+    """A src-layout package run as `python -m pkg.train`: its modules and its script import
+    their neighbours relatively, which works only under the package's own name."""
+    package = tmp_path / "src" / "pytpu_demo_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text("def double(x):\n    return 2 * x\n")
+    (package / "model.py").write_text(
+        "from .layers import double\n\n\ndef forward(x):\n    return double(x) + 1\n"
+    )
+    (package / "train.py").write_text(
+        "from .model import forward\n\n\ndef step(x):\n    return forward(x)\n\n\n"
+        "print(step(1))\n"
+    )
+    suite_dir = tmp_path / "tests" / "pytpu"
+    suite_dir.mkdir(parents=True)
+    (suite_dir / "suite.json").write_text('{"root": "../..", "command": "python -m x"}')
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    suite = support.Suite(str(suite_dir / "test_x.py"))
+    model = suite.import_file("src/pytpu_demo_pkg/model.py")
+    assert model.__name__ == "pytpu_demo_pkg.model"
+    assert model.forward(3) == 7
+    train = suite.load_script("src/pytpu_demo_pkg/train.py")
+    assert train.step(1) == 3
+    assert support.package_location(tmp_path / "script.py") == (tmp_path, None)

@@ -411,21 +411,13 @@ class FileAnalysis:
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value in ("default", "const"):
                     self._mark_device(arg.value)
-                    if arg.keyword.value == "default":
-                        self._mark(arg.value, "setting")
 
     def _mark_assignment(self, target: cst.BaseAssignTargetExpression, value: cst.CSTNode) -> None:
         if isinstance(target, (cst.Name, cst.Attribute)) and self.positions.is_device_valued(
             target
         ):
             self._mark_device(value)
-            if self._in_class_body():
-                self._mark(value, "setting")  # a configuration's field: `device: str = 'cpu'`
         self._bind(target)
-
-    def _in_class_body(self) -> bool:
-        # (the path ends at the statement line: ClassDef > IndentedBlock > SimpleStatementLine)
-        return len(self.path) >= 3 and type(self.path[-3]) is cst.ClassDef
 
     # --- matching ----------------------------------------------------------------------------
 

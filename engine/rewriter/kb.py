@@ -83,6 +83,7 @@ class RuleCase:
     template_wildcards: frozenset[str] = frozenset()  # the wildcards `replace` uses
     names: tuple[str, ...] = ()  # the names a match kind lists (namespace, import, env ...)
     values: tuple[str, ...] = ()  # env: the values that trigger it (empty: any)
+    options: dict[str, Any] = field(default_factory=dict)  # the match mapping's other keys
     analysis: BuiltinAnalysis | None = None  # `match: {engine: name}`
 
     @property
@@ -205,9 +206,14 @@ def _validated_marker(text: str) -> Path | None:
     )
     if root.startswith("~"):
         return None  # no home folder
-    checked_by = json.dumps(schema(), sort_keys=True)
-    digest = hashlib.sha256(f"{checked_by}\0{text}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{_schema_digest()}\0{text}".encode()).hexdigest()
     return Path(root) / "kb-checked" / digest
+
+
+@cache
+def _schema_digest() -> str:
+    """The schema's fingerprint, computed once per process (not once per family file)."""
+    return hashlib.sha256(json.dumps(schema(), sort_keys=True).encode()).hexdigest()
 
 
 def _remember(marker: Path | None) -> None:
@@ -270,6 +276,7 @@ def _compile_match(rule: Rule, case: RuleCase, match: Any) -> None:
     case.kind = MATCH_KINDS[name]
     case.names = tuple(_as_list(match[name]))
     case.values = case.kind.values_of(match)
+    case.options = {key: value for key, value in match.items() if key != name}
     if name == "engine":
         case.analysis = ANALYSES[match[name]]
 

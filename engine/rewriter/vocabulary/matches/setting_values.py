@@ -33,26 +33,42 @@ def _option_names(call: cst.Call) -> list[str]:
     return [_setting_name(f) for f in flags if isinstance(f, str)]
 
 
-def _position(walk, node: cst.CSTNode) -> tuple[list[str], cst.CSTNode | None]:
-    """The setting names a node gives a value to, and the value."""
+# Where a setting gets its value (`setting_at` restricts a case to some of them).
+POSITIONS = {
+    "parameter": "a parameter's default",
+    "assignment": "an assignment outside a class body",
+    "field": "a field of a class body (a dataclass's or a configuration class's)",
+    "entry": "a dict entry",
+    "option": "an `add_argument` default",
+}
+
+
+def _in_class_body(walk) -> bool:
+    # (the path ends at the statement line: ClassDef > IndentedBlock > SimpleStatementLine)
+    return len(walk.path) >= 3 and type(walk.path[-3]) is cst.ClassDef
+
+
+def _position(walk, node: cst.CSTNode) -> tuple[str, list[str], cst.CSTNode | None]:
+    """Where a node gives a value to a setting, the setting's names, and the value."""
     kind = type(node)
     if kind is cst.Param:
-        return [node.name.value], node.default
-    if kind is cst.AnnAssign:
-        name = patterns.last_name(node.target)
-        return ([name] if name else []), node.value
-    if kind is cst.Assign:
-        name = patterns.last_name(node.targets[0].target) if len(node.targets) == 1 else None
-        return ([name] if name else []), node.value
+        return "parameter", [node.name.value], node.default
+    if kind is cst.AnnAssign or kind is cst.Assign:
+        target = node.target if kind is cst.AnnAssign else None
+        if kind is cst.Assign and len(node.targets) == 1:
+            target = node.targets[0].target
+        name = patterns.last_name(target) if target is not None else None
+        where = "field" if _in_class_body(walk) else "assignment"
+        return where, ([name] if name else []), node.value
     if kind is cst.DictElement:
         key = patterns.literal_value(node.key)
-        return ([key] if isinstance(key, str) else []), node.value
+        return "entry", ([key] if isinstance(key, str) else []), node.value
     if kind is cst.Arg and node.keyword is not None and node.keyword.value == "default":
         call = walk.path[-1] if walk.path else None
         if type(call) is cst.Call and type(call.func) is cst.Attribute:
             if call.func.attr.value == "add_argument":
-                return _option_names(call), node.value
-    return [], None
+                return "option", _option_names(call), node.value
+    return "", [], None
 
 
 def _values(node: cst.CSTNode, chain: list[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, list]]:
@@ -68,7 +84,7 @@ def _values(node: cst.CSTNode, chain: list[cst.CSTNode]) -> Iterator[tuple[cst.C
 
 
 def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
-    names, value = _position(walk, node)
+    where, names, value = _position(walk, node)
     if value is None or not names:
         return False
     names = [_setting_name(n) for n in names]
@@ -77,6 +93,8 @@ def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
         if id(sub) in walk.claimed:
             continue
         for case in cases:
+            if not _applies(case, where, sub is value):
+                continue
             globs = _globs(case.names)
             name = next((n for n in names if n in globs), None)
             if name is None:
@@ -90,6 +108,15 @@ def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
                 planned = True
                 break
     return planned
+
+
+def _applies(case, where: str, whole: bool) -> bool:
+    """Whether a case takes a value in this position (`setting_at`), and a branch of it
+    (`setting_branches`)."""
+    positions = case.options.get("setting_at")
+    if positions and where not in positions:
+        return False
+    return whole or case.options.get("setting_branches", True)
 
 
 def _rewrite(edit):
@@ -114,8 +141,23 @@ MATCH_KINDS.register(
         doc="a value given to a setting named like one of the globs (any case; `--dist-backend` "
         "is `dist_backend`): a parameter's default, an assignment or a class field, a dict "
         "entry, an `add_argument` default, or one branch of a conditional expression there; "
-        "`$value` is bound to the value and `$name` to the setting's name (a string)",
-        properties={"setting_value": {"type": "array", "minItems": 1, "items": {"type": "string"}}},
+        "`$value` is bound to the value and `$name` to the setting's name (a string); "
+        "`setting_at` keeps some of these positions, `setting_branches: false` whole values",
+        properties={
+            "setting_value": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            "setting_at": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"enum": list(POSITIONS)},
+                "description": "only these positions: "
+                + "; ".join(f"`{k}`, {v}" for k, v in POSITIONS.items()),
+            },
+            "setting_branches": {
+                "type": "boolean",
+                "description": "false: only a whole value, not a branch of a conditional "
+                "expression or of `or`/`and` (default true)",
+            },
+        },
         describe=lambda match: (
             "A value given to a setting "
             + (
@@ -123,8 +165,18 @@ MATCH_KINDS.register(
                 if match["setting_value"] == ["*"]
                 else "named " + ", ".join(f"`{n}`" for n in match["setting_value"])
             )
-            + " (a parameter's default, an assignment or class field, a dict entry, an "
-            "`add_argument` default, or a branch of a conditional expression there)."
+            + " ("
+            + (
+                ", ".join(POSITIONS[p] for p in match["setting_at"])
+                if "setting_at" in match
+                else "a parameter's default, an assignment or class field, a dict entry, an "
+                "`add_argument` default"
+            )
+            + (
+                ")."
+                if match.get("setting_branches") is False
+                else ", or a branch of a conditional expression there)."
+            )
         ),
         words=_words,
         match=_setting_value,

@@ -514,6 +514,20 @@ def _decimals(number: float) -> int:
 # --- a generated suite --------------------------------------------------------------------------
 
 
+def package_location(path: Path) -> tuple[Path, str | None]:
+    """The folder to import a file from and its dotted module name, when the file belongs to a
+    package (its folder has an `__init__.py`): `src/pkg/sub/m.py` is `pkg.sub.m` from `src`.
+    Otherwise (a script or a module beside one) its own folder and None."""
+    parts = [] if path.stem == "__init__" else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if folder == path.parent:
+        return folder, None
+    return folder, ".".join(parts)
+
+
 class Suite:
     """The suite a test file belongs to: its folder holds `suite.json` (where the repository is,
     the recorded command, the repository's factor on the tolerances) and the recordings
@@ -533,6 +547,13 @@ class Suite:
     def import_file(self, relative: str) -> types.ModuleType:
         """Import a module of the repository by path, as the program imported it."""
         path = self.root / relative
+        top, dotted = package_location(path)
+        if dotted is not None:
+            # a module of a package is imported by its own name, so that its relative imports
+            # (`from .model import Net`) and the recordings' references to it resolve
+            if str(top) not in sys.path:
+                sys.path.insert(0, str(top))
+            return importlib.import_module(dotted)
         name = "pytpu_unit_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
         if name in sys.modules:
             return sys.modules[name]
@@ -554,11 +575,14 @@ class Suite:
         path = self.root / relative
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         tree.body = [node for node in tree.body if is_definition(node)]
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))
+        top, dotted = package_location(path)
+        if str(top) not in sys.path:
+            sys.path.insert(0, str(top))
         name = "pytpu_script_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
         module = types.ModuleType(name)
         module.__file__ = str(path)
+        if dotted is not None:  # run as `python -m pkg.train`: its relative imports resolve
+            module.__package__ = dotted.rpartition(".")[0]
         sys.modules[module.__name__] = module
         module.__dict__.update(names)
         exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own code
