@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -173,6 +174,9 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def _print_errors(run: RunResult) -> None:
     for result in run.errors:
         _err(f"error: {result.error}")
+    for result in run.files:  # a notebook's cells that are Python but could not be read
+        for note in result.notebook.notes if result.notebook else ():
+            _err(f"warning: {result.path} {note}")
     if not run.files:
         _err(f"warning: no Python files found under {run.root}")
 
@@ -211,7 +215,7 @@ def rewrite_command(
         if diff:
             typer.echo(result.diff(), nl=False)
         else:
-            _err(f"{'changed' if write else 'would change'} {result.path}")
+            _err(f"{'changed' if write else 'would change'} {result.label()}")
     _err(review.summary_line(run, wrote=write))
     _err(review.counts_line(run.totals()))
     if json_file is not None:
@@ -259,12 +263,14 @@ def testgen_command(
         ),
     ],
     run: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--run",
             metavar="CMD",
-            help="The program's short command, a shell line run from PATH "
-            "(default: the entry script with its own short-run flags, e.g. --epochs 1 --dry-run).",
+            help="A program's short command, a shell line run from PATH, optionally named "
+            "('train: python train.py'); repeat it for several programs (default: the `run` "
+            "of the configuration, else the commands PyTPU finds: README code blocks, console "
+            "scripts, entry scripts with their own short-run flags, e.g. --epochs 1).",
         ),
     ] = None,
     out: Annotated[
@@ -287,45 +293,63 @@ def testgen_command(
     pytest suite with that data into PATH/tests/pytpu. The suite passes on the original code on
     the CPU, and after migration with PYTPU_DEVICE=xla. Prints what got tests and what did not.
     """
-    from pytpu.engine import testgen
+    from pytpu.engine import config, testgen
 
     console = _stdout()
+    started = time.perf_counter()
     with console.status("") as status:
         try:
-            outcome = testgen.generate(
+            programs = _programs(path, run)
+            outcome = testgen.generate_programs(
                 path,
-                run=run,
+                programs,
                 out=out,
                 timeout=timeout,
                 max_unit_bytes=max_unit_kib * 1024,
                 stage=lambda text: status.update(text),
             )
-        except testgen.TestgenError as exc:
+        except (testgen.TestgenError, config.ConfigError, ValueError) as exc:
             _err(f"pytpu testgen: error: {exc}")
             raise typer.Exit(2) from None
     for error in outcome.errors:
         _err(f"warning: {error}")
-    _print_tests_table(outcome, console)
+    for program in outcome.programs:
+        _print_tests_table(program, console, several=outcome.several)
     tested, untested = len(outcome.tested), len(outcome.untested)
     _err(
-        f"wrote {outcome.out} in {outcome.seconds['total']:.0f} s: {tested} units tested, "
+        f"wrote {outcome.out} in {time.perf_counter() - started:.0f} s: {tested} units tested, "
         f"{untested} without a test, {outcome.data_bytes / 1024:.0f} KiB of recorded data"
     )
     if json_file is not None:
         _write_json(json_file, {"command": "testgen", **outcome.as_dict()})
 
 
-def _print_tests_table(outcome: Any, console: Console) -> None:
-    """What got tests (and which) and what did not (and why), one row per unit."""
+def _programs(path: Path, given: list[str] | None) -> tuple[Any, ...]:
+    """The `--run` options, else the configuration's `run` (none: PyTPU finds programs)."""
+    from pytpu.engine import config
+
+    if given:
+        return tuple(config.program_option(text) for text in given)
+    return config.load(path).run
+
+
+def _print_tests_table(program: Any, console: Console, several: bool) -> None:
+    """A program's tests (and which) and what did not get one (and why), one row per unit; or
+    why the program could not be recorded."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"Tests for `{outcome.command}`", title_justify="left")
+    title = f"{program.name}: `{program.command}`" if several else f"`{program.command}`"
+    if program.generated is None:
+        why = program.error or "not tried: list it in `run` to record it"
+        console.print(Text(f"{title}: no tests: {why}", style="yellow"))
+        return
+    table = Table(title=f"Tests for {title}", title_justify="left")
     for column in ("unit", "name", "tests or reason"):
         table.add_column(column)
-    for kind, name, tests in outcome.tested:
+    for kind, name, tests in program.generated.tested:
         table.add_row(kind, name, ", ".join(tests))
-    for kind, name, reason in outcome.untested:
+    for kind, name, reason in program.generated.untested:
         table.add_row(kind, name, Text(f"no test: {reason}", style="yellow"))
     console.print(table)
 

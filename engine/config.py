@@ -29,8 +29,11 @@ BASELINE_DEVICES = ("cpu", "cuda")
 KEYS: dict[str, str] = {
     "include": "path patterns (gitignore style) the migration rewrites; default: every file",
     "exclude": "path patterns (gitignore style) never rewritten; default: none",
-    "run": "shell command, run from the repository root, that test generation records",
-    "benchmark": "shell command the benchmark times; default: the `run` command",
+    "run": "shell command, run from the repository root, that test generation records; or a "
+    "list of them, one per program, each a command, `name: command`, or a mapping with "
+    "`name`, `command` and `benchmark`",
+    "benchmark": "shell command the benchmark times; default: the `run` command (with several "
+    "programs, each program's own `benchmark`)",
     "tolerance": "positive factor applied to the generated tests' dtype tolerances; default 1.0",
     "baseline_device": "where the original code runs for comparison: cpu (default) or cuda",
     "target": "what to migrate to, e.g. torch_xla or torch_xla==2.9; default torch_xla",
@@ -47,10 +50,21 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class Program:
+    """One program of the repository: its short command, the name its tests and its rows in
+    the report go by (default: its script's), and the command its benchmark times (default:
+    the short command, lengthened when it runs too few steps)."""
+
+    command: str
+    name: str | None = None
+    benchmark: str | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    run: str | None = None
+    run: tuple[Program, ...] = ()
     benchmark: str | None = None
     tolerance: float = 1.0
     baseline_device: str = "cpu"
@@ -61,7 +75,9 @@ class Config:
 
     @property
     def benchmark_command(self) -> str | None:
-        return self.benchmark or self.run
+        """The one program's benchmark command, the configured or else its short command."""
+        single = self.run[0] if len(self.run) == 1 else None
+        return self.benchmark or (single and (single.benchmark or single.command))
 
     def selects(self, relative_path: str) -> bool:
         """Whether the migration may rewrite `relative_path` (posix, relative to the root)."""
@@ -70,7 +86,12 @@ class Config:
         return not self._exclude.match_file(relative_path)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "include": list(self.include), "exclude": list(self.exclude)}
+        return {
+            **asdict(self),
+            "include": list(self.include),
+            "exclude": list(self.exclude),
+            "run": [asdict(program) for program in self.run],
+        }
 
     # cached_property writes the instance __dict__ directly, so it works on a frozen dataclass.
     @cached_property
@@ -121,6 +142,12 @@ def _build(entries: dict[str, tuple[Any, str]], source: str) -> Config:
             values[key] = check(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: `{key}` {exc}") from None
+    if values.get("benchmark") and len(values.get("run", ())) > 1:
+        raise ConfigError(
+            f"{entries['benchmark'][1]}: `benchmark` is one command, but `run` lists "
+            f"{len(values['run'])} programs; give each program its own `benchmark` "
+            "(`- {name: train, command: ..., benchmark: ...}`)"
+        )
     return Config(**values, source=source)
 
 
@@ -222,6 +249,55 @@ def _command(value: Any) -> str | None:
     return value
 
 
+_PROGRAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_PROGRAM_KEYS = ("name", "command", "benchmark")
+_NAMED_COMMAND = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):\s+(\S.*)", re.DOTALL)
+
+
+def _programs(value: Any) -> tuple[Program, ...]:
+    """`run`: one command, or a list of programs."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ValueError("is an empty list; list the programs' commands, or leave `run` out")
+    programs = tuple(_program(item, n) for n, item in enumerate(items, 1))
+    names = [p.name for p in programs if p.name]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"names {', '.join(twice)} more than once; give each program its own name")
+    return programs
+
+
+def _program(item: Any, number: int) -> Program:
+    where = f"item {number}" if number else "the command"
+    if isinstance(item, str):
+        return Program(_command(item))
+    if isinstance(item, dict) and len(item) == 1 and not set(item) & set(_PROGRAM_KEYS):
+        ((name, command),) = item.items()  # `- train: python train.py`
+        item = {"name": name, "command": command}
+    if not isinstance(item, dict) or "command" not in item or set(item) - set(_PROGRAM_KEYS):
+        raise ValueError(
+            f"{where} must be a command, `name: command`, or a mapping with `command` (and "
+            f"optionally `name`, `benchmark`), not {item!r}; e.g. - train: python train.py"
+        )
+    name = item.get("name")
+    if name is not None and not (isinstance(name, str) and _PROGRAM_NAME.fullmatch(name)):
+        raise ValueError(
+            f"{where}: the name {name!r} must be letters, digits, `_`, `.` or `-` (it names "
+            "the program's folder of tests); e.g. train"
+        )
+    return Program(_command(item["command"]), name, _command(item.get("benchmark")))
+
+
+def program_option(text: str) -> Program:
+    """`--run 'train: python train.py'` or `--run 'python train.py'` (the command line's form)."""
+    named = _NAMED_COMMAND.fullmatch(text.strip())
+    if named:
+        return Program(_command(named[2]), named[1])
+    return Program(_command(text))
+
+
 def _positive(example: str) -> Callable[[Any], float]:
     def check(value: Any) -> float:
         # bool is an int in Python, but `true` is never meant as a number here
@@ -270,7 +346,7 @@ def _tests(value: Any) -> str:
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "include": _patterns,
     "exclude": _patterns,
-    "run": _command,
+    "run": _programs,
     "benchmark": _command,
     "tolerance": _positive("2.0"),
     "baseline_device": _device,

@@ -15,6 +15,7 @@ read: typed attributes, never keys of the report's dictionary.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import shutil
 import time
@@ -67,7 +68,7 @@ class Start:
 class GeneratedTests:
     """The generated behaviour tests, committed on the base: "Add behaviour tests (PyTPU)"."""
 
-    generated: testgen.GenerationResult
+    generated: testgen.ProgramsResult
     commit: git.Commit
 
 
@@ -151,9 +152,10 @@ class ParityRun:
 
 @dataclass(frozen=True)
 class BenchmarkRun:
-    """The benchmark stage: the training step timed on both sides."""
+    """One program's training step timed on both sides."""
 
-    section: dict[str, Any]  # the report's `benchmark` section, as `benchmark.compare` makes it
+    program: str
+    section: dict[str, Any]  # the report's benchmark section, as `benchmark.compare` makes it
     nothing_on_xla: bool  # the XLA side compiled no graph: its steps ran on the host
 
     @property
@@ -161,6 +163,23 @@ class BenchmarkRun:
         """The original's median step over the migrated one's; None if either failed, or if
         nothing ran on the XLA device (the host would be timed against itself)."""
         return None if self.nothing_on_xla else self.section["speedup"]
+
+
+@dataclass(frozen=True)
+class BenchmarkRuns:
+    """The benchmark stage: each program that trains, timed; the programs that were not, why."""
+
+    runs: tuple[BenchmarkRun, ...]
+    not_run: tuple[tuple[str, str], ...] = ()  # program, why
+
+    @property
+    def speedup(self) -> float | None:
+        """One program's speedup; for several, the geometric mean of those measured (a ratio's
+        mean: x2 and x0.5 make x1)."""
+        measured = [run.speedup for run in self.runs if run.speedup is not None]
+        if not measured:
+            return None
+        return math.prod(measured) ** (1 / len(measured))
 
 
 @dataclass(frozen=True)
@@ -185,7 +204,7 @@ class Stages:
     tests: GeneratedTests
     migration: MigrationCommit
     parity: ParityRun
-    benchmark: BenchmarkRun
+    benchmark: BenchmarkRuns
     branch: BranchUpdate
     timings: dict[str, float]  # stage -> seconds, and the total
 
@@ -289,9 +308,9 @@ def _start(path: Path) -> Start:
 
 def _generate_tests(settings: config_module.Config, work: Path) -> GeneratedTests:
     try:
-        generated = testgen.generate(
+        generated = testgen.generate_programs(
             work,
-            run=settings.run,
+            settings.run,
             out=settings.tests,
             timeout=settings.timeout,
             tolerance=settings.tolerance,
@@ -322,21 +341,32 @@ def _parity(settings: config_module.Config, original: Path, migrated: Path) -> P
 
 def _benchmark(
     settings: config_module.Config, tests: GeneratedTests, original: Path, migrated: Path
-) -> BenchmarkRun:
-    """The configured benchmark command, else the recorded run, on each side. The recorded run
-    is short: when it runs too few steps the benchmark lengthens it; a `benchmark` command is
-    timed as written."""
-    command = settings.benchmark_command or tests.generated.command
-    section = benchmark.run(
-        ((original, settings.baseline_device), (migrated, "xla")),
-        command,
-        tests.generated.accelerator_flag,
-        warmup=WARMUP,
-        steps=STEPS,
-        timeout=settings.timeout,
-        lengthen=settings.benchmark is None,
-    )
-    return BenchmarkRun(section, nothing_on_xla=report_document.nothing_on_xla(section))
+) -> BenchmarkRuns:
+    """Each program that trains (or has a `benchmark` command), in turn: its configured
+    benchmark command, else its recorded run, on each side. The recorded run is short: when it
+    runs too few steps the benchmark lengthens it; a `benchmark` command is timed as written."""
+    recorded = tests.generated.recorded
+    chosen = [p for p in recorded if p.trains or p.benchmark] or recorded[:1]
+    runs = []
+    for program in chosen:
+        given = program.benchmark or (settings.benchmark if len(recorded) == 1 else None)
+        section = benchmark.run(
+            ((original, settings.baseline_device), (migrated, "xla")),
+            given or program.generated.command,
+            program.generated.accelerator_flag,
+            warmup=WARMUP,
+            steps=STEPS,
+            timeout=settings.timeout,
+            lengthen=given is None,
+        )
+        nothing = report_document.nothing_on_xla(section)
+        runs.append(BenchmarkRun(program.name, section, nothing_on_xla=nothing))
+    not_run = [
+        (p.name, "it takes no training step (no optimizer step or backward pass was recorded)")
+        for p in recorded
+        if p not in chosen
+    ]
+    return BenchmarkRuns(tuple(runs), tuple(not_run))
 
 
 def _branch_update(start: Start, migration: git.Commit) -> BranchUpdate:
@@ -375,11 +405,12 @@ def _report(stages: Stages) -> Result:
 # --- the commits' messages and the report's commands ---------------------------------------------
 
 
-def _tests_body(generated: testgen.GenerationResult) -> str:
-    tests = sum(len(t) for _, _, t in generated.tested)
+def _tests_body(generated: testgen.ProgramsResult) -> str:
+    tests = sum(len(t) for _, _, t, _ in generated.tested)
+    commands = "\n".join(f"`{p.command}`" for p in generated.recorded)
     return (
         f"Characterisation tests that pin down what the code does today, recorded from\n"
-        f"`{generated.command}` on the CPU: {len(generated.tested)} units, {tests} tests;\n"
+        f"{commands}\non the CPU: {len(generated.tested)} units, {tests} tests;\n"
         f"{len(generated.untested)} units without a test (see the report)."
     )
 

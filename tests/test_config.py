@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytpu.engine import config
-from pytpu.engine.config import KEYS, Config, ConfigError, load
+from pytpu.engine.config import KEYS, Config, ConfigError, Program, load, program_option
 
 
 def write(root: Path, name: str, text: str) -> Path:
@@ -60,7 +60,7 @@ def test_yaml_values_are_read(tmp_path, name):
     assert loaded.as_dict() == {
         "include": ["src/"],
         "exclude": ["src/vendor/"],
-        "run": "python train.py --steps 2",
+        "run": [{"command": "python train.py --steps 2", "name": None, "benchmark": None}],
         "benchmark": "python bench.py",
         "tolerance": 2.0,
         "baseline_device": "cuda",
@@ -93,7 +93,7 @@ def test_pyproject_table_is_read(tmp_path):
     )
     loaded = load(tmp_path)
     assert loaded.source == "pyproject.toml"
-    assert loaded.run == "python main.py"
+    assert loaded.run == (Program("python main.py"),)
     assert loaded.benchmark_command == "python main.py"  # benchmark falls back to run
     assert loaded.exclude == ("docs/",)
     assert loaded.tolerance == 1.5
@@ -220,3 +220,45 @@ def test_selects_everything_by_default_except_excluded():
     assert Config().selects("a/b/c.py")
     assert not Config(exclude=("build/",)).selects("build/x.py")
     assert Config(exclude=("build/",)).selects("src/build.py")
+
+
+def test_several_programs_are_read(tmp_path):
+    write(
+        tmp_path,
+        ".github/pytpu.yml",
+        """\
+        run:
+          - python single_gpu.py 2 1
+          - train: python train.py --max-iters 5
+          - name: sample
+            command: python sample.py --num-samples 1
+            benchmark: python sample.py --num-samples 20
+        """,
+    )
+    loaded = load(tmp_path)
+    assert loaded.run == (
+        Program("python single_gpu.py 2 1"),
+        Program("python train.py --max-iters 5", "train"),
+        Program("python sample.py --num-samples 1", "sample", "python sample.py --num-samples 20"),
+    )
+    assert loaded.benchmark_command is None  # each program has its own
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("run:\n  - train: python a.py\n  - train: python b.py\n", "names train more than once"),
+        ("run: []\n", "empty list"),
+        ("run:\n  - {name: x, cmd: python a.py}\n", "item 1 must be a command"),
+        ("run:\n  - {name: 'a b', command: python a.py}\n", "the name 'a b' must be letters"),
+        ("run: [python a.py, python b.py]\nbenchmark: python c.py\n", "each program its own"),
+    ],
+)
+def test_bad_program_lists_say_what_to_do(tmp_path, text, expected):
+    message = yaml_error(tmp_path, text)
+    assert ".github/pytpu.yml:" in message and expected in message, message
+
+
+def test_the_command_line_form_of_a_program():
+    assert program_option("train: python train.py") == Program("python train.py", "train")
+    assert program_option("PYTHONPATH=. python t.py") == Program("PYTHONPATH=. python t.py")

@@ -211,7 +211,7 @@ def test_both_sides_run_from_clean_checkouts_of_the_two_commits(tmp_path, monkey
             )
         raise _Stop
 
-    monkeypatch.setattr(migrate.testgen, "generate", generate)
+    monkeypatch.setattr(testgen.programs, "generate", generate)
     monkeypatch.setattr(migrate, "_parity", parity_stage)
     with pytest.raises(_Stop):
         migrate.migrate(tmp_path / "repo")

@@ -30,7 +30,9 @@ HEADINGS = [
 
 
 def load(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    document = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    document["benchmarks"][0] = document["benchmark"]  # one program: one section, changed once
+    return document
 
 
 def parse(text: str) -> list[Token]:
@@ -282,9 +284,10 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     measured["target"].update(
         steps_ran=14, compile={"graphs": 0, "seconds": 0.0, "after_warmup": 0}
     )
-    run = BenchmarkRun(measured, nothing_on_xla=report_document.nothing_on_xla(measured))
+    run = BenchmarkRun("train", measured, report_document.nothing_on_xla(measured))
     assert run.nothing_on_xla and run.speedup is None
     doc["benchmark"] = report_document.benchmark(run)
+    doc["benchmarks"] = [doc["benchmark"]]
     doc["verdict"]["speedup"] = run.speedup
     assert verdict_line(doc) == (
         "PyTPU: parity 18/18, speedup n/a — nothing ran on the XLA device (CPU → XLA on the CPU)"
@@ -300,7 +303,7 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     assert "Compilations after warm-up" not in evidence and "no recompilation" not in evidence
     # Steps that compiled graphs keep their speedup.
     measured["target"]["compile"]["graphs"] = 3
-    assert BenchmarkRun(measured, report_document.nothing_on_xla(measured)).speedup == 1.42
+    assert BenchmarkRun("train", measured, report_document.nothing_on_xla(measured)).speedup == 1.42
 
 
 def test_changes_per_rule_with_totals():
@@ -444,3 +447,37 @@ def test_a_run_with_nothing_to_show_still_renders_every_section():
         "Nothing to run.",
     ]:
         assert expected in text
+
+
+def test_several_programs_get_their_rows_sections_and_a_mean_speedup():
+    """The DDP series as a list: a Programs table, the parity and untested tables with a
+    Program column, a benchmark section per timed program and the geometric mean."""
+    doc = load("parity")
+    first = {**doc["benchmark"], "program": "single_gpu", "speedup": 2.0}
+    second = {**doc["benchmark"], "program": "multigpu", "speedup": 0.5}
+    doc["benchmark"], doc["benchmarks"] = first, [first, second]
+    base = doc["programs"][0]
+    doc["programs"] = [
+        {**base, "name": "single_gpu", "command": "python single_gpu.py 2 1"},
+        {**base, "name": "multigpu", "command": "python multigpu.py 2 1"},
+        {**base, "name": "sample", "command": "python sample.py", "benchmarked": False,
+         "not_benchmarked": "it takes no training step"},
+        {**base, "name": "multinode", "command": "torchrun multinode.py 2 1", "status": "failed",
+         "error": "exited with 1:\nRuntimeError: no rendezvous", "tests": 0,
+         "benchmarked": False},
+    ]  # fmt: skip
+    for test in doc["parity"]["tests"]:
+        test["program"] = "multigpu" if test["suite"] == "generated" else None
+    doc["verdict"]["speedup"] = 1.0
+    text = render(doc)
+    programs = section(text, "Programs")
+    assert "| `multinode` | `torchrun multinode.py 2 1` | configured | — | ❌ could not run: " \
+        "exited with 1: |" in programs
+    assert "| `sample` |" in programs and "it takes no training step" in programs
+    parity = section(text, "Test parity")
+    assert "| Test | Program | Before | After |" in parity and "| multigpu | passed |" in parity
+    bench = section(text, "Benchmark")
+    assert "### single_gpu" in bench and "### multigpu" in bench
+    assert "**Overall speedup: x1.00**, the geometric mean of the 2 programs' speedups." in bench
+    assert "`sample` was not timed: it takes no training step" in bench
+    assert "**multigpu**" in section(text, "XLA evidence")

@@ -17,8 +17,8 @@ from pytpu.engine.rewriter.checkout import RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
 
 if TYPE_CHECKING:  # the pipeline imports this module: its types are for the annotations only
-    from pytpu.engine.migrate import BenchmarkRun, Stages
-    from pytpu.engine.testgen import GenerationResult
+    from pytpu.engine.migrate import BenchmarkRun, BenchmarkRuns, Stages
+    from pytpu.engine.testgen import ProgramsResult
 
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
 DOCS_URL = "https://github.com/pytpu/pytpu/blob/main/docs/kb.md"
@@ -68,30 +68,36 @@ def changes(run: RunResult) -> dict[str, Any]:
 
 def review(run: RunResult) -> list[dict[str, Any]]:
     """The items a person must look at, at the line of their `# PYTPUnnn:` comment in the
-    migrated file (what the reviewer sees in the diff), else at the original line."""
+    migrated file (what the reviewer sees in the diff), else at the original line; in a
+    notebook, with the cell that line counts in."""
     comments = _comment_lines(run)
-    return [
-        {
-            "code": item.code,
-            "rule": item.rule,
-            "file": item.path,
-            "line": (comments.get((item.path, item.code)) or [item.line]).pop(0),
-            "message": item.message,
-            "link": rule_link(item.code),
-            "effort": item.effort,
-        }
-        for item in review_items.estimate(run).items
-    ]
+    out = []
+    for item in review_items.estimate(run).items:
+        cell, line = (comments.get((item.path, item.code)) or [(item.cell, item.line)]).pop(0)
+        out.append(
+            {
+                "code": item.code,
+                "rule": item.rule,
+                "file": item.path,
+                **({} if cell is None else {"cell": cell}),
+                "line": line,
+                "message": item.message,
+                "link": rule_link(item.code),
+                "effort": item.effort,
+            }
+        )
+    return out
 
 
-def _comment_lines(run: RunResult) -> dict[tuple[str, str], list[int]]:
-    """(file, code) -> the lines of that code's review comments in the migrated file, in order,
-    as the rewriter recorded them."""
-    found: dict[tuple[str, str], list[int]] = {}
+def _comment_lines(run: RunResult) -> dict[tuple[str, str], list[tuple[int | None, int]]]:
+    """(file, code) -> the (cell, line) of that code's review comments in the migrated file, in
+    order, as the rewriter recorded them (the cell is None but in a notebook)."""
+    found: dict[tuple[str, str], list[tuple[int | None, int]]] = {}
     for result in run.files:
         for comment in result.comments:
             if comment.needs_review:
-                found.setdefault((result.path, comment.code), []).append(comment.line)
+                where = (comment.cell, comment.line)
+                found.setdefault((result.path, comment.code), []).append(where)
     return found
 
 
@@ -108,16 +114,54 @@ def nothing_on_xla(section: dict[str, Any]) -> bool:
 
 
 def benchmark(run: BenchmarkRun) -> dict[str, Any]:
-    """The benchmark section with the speedup the verdict claims, and whether nothing ran on XLA."""
-    return {**run.section, "speedup": run.speedup, "nothing_on_xla": run.nothing_on_xla}
-
-
-def tests_generated(generated: GenerationResult) -> dict[str, list[dict[str, Any]]]:
-    """The units that have tests, and those without one and why."""
+    """A program's benchmark section with the speedup the verdict counts, and whether nothing
+    ran on XLA."""
     return {
-        "tested": [{"kind": k, "name": n, "tests": t} for k, n, t in generated.tested],
-        "untested": [{"kind": k, "name": n, "reason": r} for k, n, r in generated.untested],
+        **run.section,
+        "program": run.program,
+        "speedup": run.speedup,
+        "nothing_on_xla": run.nothing_on_xla,
     }
+
+
+def tests_generated(generated: ProgramsResult) -> dict[str, list[dict[str, Any]]]:
+    """The units that have tests, and those without one and why, with the program of each."""
+    units = generated.as_dict()
+    return {"tested": units["tested"], "untested": units["untested"]}
+
+
+def programs(generated: ProgramsResult, benchmarks: BenchmarkRuns) -> list[dict[str, Any]]:
+    """Each program: how it was found, whether it was recorded (or why not), and whether its
+    training step was timed (or why not)."""
+    timed = {run.program for run in benchmarks.runs}
+    not_timed = dict(benchmarks.not_run)
+    rows = []
+    for p in generated.programs:
+        status = "recorded" if p.generated else ("failed" if p.tried else "not tried")
+        rows.append(
+            {
+                "name": p.name,
+                "command": p.command,
+                "origin": p.origin,
+                "status": status,
+                "error": p.error,
+                "tests": sum(len(t) for _, _, t in p.generated.tested) if p.generated else 0,
+                "benchmarked": p.name in timed,
+                "not_benchmarked": not_timed.get(p.name),
+            }
+        )
+    return rows
+
+
+def parity_by_program(section: dict[str, Any], generated: ProgramsResult) -> dict[str, Any]:
+    """The parity section, each generated test with the program whose suite holds it."""
+    folders = {generated.suite_of(p.name): p.name for p in generated.recorded}
+
+    def program(test_id: str) -> str | None:
+        return next((n for folder, n in folders.items() if test_id.startswith(folder + "/")), None)
+
+    tests = [{**row, "program": program(row["id"])} for row in section["tests"]]
+    return {**section, "tests": tests}
 
 
 def build(stages: Stages) -> dict[str, Any]:
@@ -136,8 +180,10 @@ def build(stages: Stages) -> dict[str, Any]:
         "target": start.settings.target,
         "devices": asdict(stages.parity.devices),
         "verdict": asdict(stages.verdict),
-        "parity": stages.parity.section,
-        "benchmark": benchmark(stages.benchmark),
+        "parity": parity_by_program(stages.parity.section, stages.tests.generated),
+        "programs": programs(stages.tests.generated, stages.benchmark),
+        "benchmark": benchmark(stages.benchmark.runs[0]),
+        "benchmarks": [benchmark(run) for run in stages.benchmark.runs],
         "changes": changes(migration.run),
         "review": review(migration.run),
         "tests_generated": tests_generated(stages.tests.generated),

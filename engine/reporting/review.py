@@ -48,9 +48,18 @@ class ReviewItem:
     effort: str
     minutes: int
     message: str
+    cell: int | None = None  # in a notebook: the cell that `line` counts in
 
     def location(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
+        """`train.py:12:5`; in a notebook `nb.ipynb cell 3:2:5` (line 2 of its third cell)."""
+        where = self.path if self.cell is None else f"{self.path} cell {self.cell}"
+        return f"{where}:{self.line}:{self.column}"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.cell is None:  # (a .py file's items read as they always have)
+            del data["cell"]
+        return data
 
 
 @dataclass
@@ -82,7 +91,7 @@ class Effort:
             "summary": self.describe(),
             "by_effort": self.by_level(),
             "minutes_per_effort": dict(EFFORT_MINUTES),
-            "review_items": [asdict(item) for item in self.items],
+            "review_items": [item.as_dict() for item in self.items],
         }
 
 
@@ -114,6 +123,7 @@ def review_items(result: FileResult) -> list[ReviewItem]:
                 effort=effort,
                 minutes=EFFORT_MINUTES[effort],
                 message=finding_message(finding),
+                cell=finding.cell,
             )
         )
     return items
@@ -121,7 +131,7 @@ def review_items(result: FileResult) -> list[ReviewItem]:
 
 def estimate(run: RunResult) -> Effort:
     items = [item for result in run.files for item in review_items(result)]
-    items.sort(key=lambda i: (i.path, i.line, i.column, i.code))
+    items.sort(key=lambda i: (i.path, i.cell or 0, i.line, i.column, i.code))
     return Effort(items)
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from packaging.version import Version
@@ -30,6 +30,9 @@ from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.sources import SourceError, discover, read_source, write_atomically
 from pytpu.engine.rewriter.transform import preferred_quote, transform_module
 
+if TYPE_CHECKING:  # (notebooks.py imports this module; it is loaded for a notebook only)
+    from pytpu.engine.rewriter.notebooks import NotebookInfo
+
 
 @dataclass
 class FileResult:
@@ -40,6 +43,13 @@ class FileResult:
     before: str | None = field(default=None, repr=False)
     after: str | None = field(default=None, repr=False)
     comments: list[WrittenComment] = field(default_factory=list)  # written into `after`
+    notebook: NotebookInfo | None = field(default=None, repr=False)  # for a .ipynb file
+
+    def label(self) -> str:
+        """The file, and for a notebook the cells changed: `nb.ipynb (cells 2, 5)`."""
+        if self.notebook is None or not self.notebook.cells:
+            return self.path
+        return f"{self.path} ({self.notebook.label()})"
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(KINDS, 0)
@@ -50,6 +60,8 @@ class FileResult:
     def diff(self) -> str:
         if self.before is None or self.after is None or self.before == self.after:
             return ""
+        if self.notebook is not None:  # a diff of the JSON would bury the code: one per cell
+            return self.notebook.diff(self.path)
         return "".join(
             difflib.unified_diff(
                 self.before.splitlines(keepends=True),
@@ -60,12 +72,14 @@ class FileResult:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        notebook = {} if self.notebook is None else self.notebook.as_dict()
         return {
             "path": self.path,
             "status": self.status,
             "error": self.error,
             "counts": self.counts(),
             "findings": [f.as_dict() for f in self.findings],
+            **notebook,
         }
 
 
@@ -259,6 +273,10 @@ def rewrite_file(
 ) -> tuple[FileResult, bool]:
     """Migrate one file. Returns its result and whether it was parsed (for the benchmark)."""
     rel = path.relative_to(root).as_posix() if root in path.parents else path.name
+    if path.suffix == ".ipynb":
+        from pytpu.engine.rewriter import notebooks
+
+        return notebooks.rewrite_notebook(path, root, rel, compiled, write)
     result = FileResult(path=rel)
     try:
         source = read_source(path, root)
@@ -301,12 +319,12 @@ def run(
     progress: Callable[[Iterable[Path], int], Iterable[Path]] | None = None,
     select: Callable[[str], bool] | None = None,
 ) -> RunResult:
-    """Rewrite (or, without `write`, only plan) every Python file under `root`; `select` (given
-    the path relative to `root`) leaves out what the configuration excludes."""
+    """Rewrite (or, without `write`, only plan) every Python file and notebook under `root`;
+    `select` (given the path relative to `root`) leaves out what the configuration excludes."""
     name, version = parse_target(target)
     compiled = rule_index(name, version)
     root = root.absolute()
-    files, problems = discover(root)
+    files, problems = discover(root, notebooks=True)
     base = root if root.is_dir() else root.parent
     if select is not None:
         files = [p for p in files if select(_rel(p, base))]

@@ -23,17 +23,20 @@ class Finding:
     line: int = 0
     column: int = 0
     node: cst.CSTNode | None = field(default=None, repr=False)
+    cell: int | None = None  # in a notebook: the cell (from 1) that `line` counts in
 
     @property
     def code(self) -> str:
         return self.rule.diagnostic.code
 
     def as_dict(self) -> dict[str, Any]:
+        where = {} if self.cell is None else {"cell": self.cell}
         return {
             "rule": self.rule.id,
             "code": self.code,
             "kind": self.kind,
             "applicability": self.case.applicability,
+            **where,
             "line": self.line,
             "column": self.column,
             "snippet": self.snippet,
@@ -49,6 +52,7 @@ class WrittenComment:
     code: str  # the finding's PYTPUnnn
     text: str
     needs_review: bool  # a `# PYTPUnnn:` comment (a note reads `# PYTPUnnn note:`)
+    cell: int | None = None  # in a notebook: the cell (from 1) that `line` counts in
 
 
 def comment_text(finding: Finding) -> str | None:

@@ -1,4 +1,5 @@
-"""Which files of a checkout PyTPU works on, and reading them safely.
+"""Which files of a checkout PyTPU works on (Python files; for the rewrite also Jupyter
+notebooks), and reading them safely.
 
 Skipped: what `.gitignore` files (and `.git/info/exclude`) ignore, vendored folders, virtual
 environments, and symbolic links. A file that cannot be read as Python source (binary, bad
@@ -22,6 +23,7 @@ SKIPPED_DIRS = frozenset(
         ".hg",
         ".svn",
         "__pycache__",
+        ".ipynb_checkpoints",  # Jupyter's autosaved copies of the notebooks next to it
         ".tox",
         ".nox",
         ".venv",
@@ -78,11 +80,14 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec
     return False
 
 
-def discover(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Python files under `root` to migrate, and the ones skipped with the reason."""
+def discover(root: Path, notebooks: bool = False) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Python files under `root` to migrate (and Jupyter notebooks, with `notebooks`), and the
+    ones skipped with the reason."""
+    suffixes = (".py", ".ipynb") if notebooks else (".py",)
     root = root.resolve() if not root.is_symlink() else root.absolute()
     if root.is_file() or root.is_symlink():
-        return ([root], []) if root.suffix in (".py", ".pyi") or root.is_symlink() else ([], [])
+        wanted = root.suffix in (*suffixes, ".pyi") or root.is_symlink()
+        return ([root], []) if wanted else ([], [])
     files: list[Path] = []
     problems: list[tuple[Path, str]] = []
     specs: list[tuple[Path, pathspec.PathSpec]] = []
@@ -105,7 +110,7 @@ def discover(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
         dirnames[:] = keep
         for name in sorted(filenames):
             path = directory / name
-            if not name.endswith(".py") or _ignored(path, False, specs):
+            if not name.endswith(suffixes) or _ignored(path, False, specs):
                 continue
             if path.is_symlink():
                 target = path.resolve()

@@ -508,6 +508,17 @@ def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | 
     if given:
         entry = entry_script(root, given)
         return RunCommand(given, entry, accelerator_flag(root, entry), guessed=False)
+    candidates = entry_scripts(root, suite_dir)
+    if not candidates:
+        return None
+    entry = candidates[0].relative_to(root).as_posix()
+    command = short_command(root, candidates[0])
+    return RunCommand(command, entry, accelerator_flag(root, entry), guessed=True)
+
+
+def entry_scripts(root: Path, suite_dir: Path) -> list[Path]:
+    """The scripts a person runs (`if __name__ == '__main__':`, or argparse), the likeliest
+    first: the usual entry names, then the shallowest."""
     candidates = [
         p
         for p in python_files(root, suite_dir)
@@ -515,20 +526,25 @@ def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | 
         or "parse_args(" in text
     ]
     candidates.sort(key=lambda p: (p.name not in ENTRY_NAMES, len(p.parts), p.as_posix()))
-    if not candidates:
-        return None
-    script = candidates[0]
+    return candidates
+
+
+def short_command(root: Path, script: Path, given: list[str] | None = None) -> str:
+    """A shell line, from the root, that runs `script` (with the arguments `given`, default
+    none) and the script's own short-run flags the arguments do not set (`--dry-run`)."""
     flags = _argparse_flags(script.read_text(encoding="utf-8", errors="replace"))
-    words = ["python", script.name]
+    words = ["python", script.name, *(given or [])]
+    set_already = {w.split("=", 1)[0] for w in words}
     for flag, value in SHORT_RUN_FLAGS.items():
-        if flag in flags and (value is None) == (flags[flag] == "store_true"):
+        if flag in set_already or flag not in flags:
+            continue
+        if (value is None) == (flags[flag] == "store_true"):
             words += [flag] if value is None else [flag, value]
     relative_dir = script.parent.relative_to(root).as_posix()
     command = shlex.join(words)
     if relative_dir != ".":
         command = f"cd {shlex.quote(relative_dir)} && {command}"
-    entry = script.relative_to(root).as_posix()
-    return RunCommand(command, entry, accelerator_flag(root, entry), guessed=True)
+    return command
 
 
 # --- settings the program branches on ------------------------------------------------------------

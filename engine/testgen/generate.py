@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import pytest_runs
-from pytpu.engine.testgen import discover, record, suite
+from pytpu.engine.testgen import discover, record, suite, workspace
 
 DEFAULT_OUT = "tests/pytpu"
 MAX_TOTAL_BYTES = 8 << 20  # recorded data per repository
@@ -47,6 +47,7 @@ class GenerationResult:
     seconds: dict[str, float] = field(default_factory=dict)
     data_bytes: int = 0
     errors: list[str] = field(default_factory=list)
+    trains: bool = False  # the recorded run took optimizer steps (or backward passes)
 
     def as_dict(self) -> dict:
         return {
@@ -68,7 +69,13 @@ def generate(
     max_unit_bytes: int = 1 << 20,
     stage: Callable[[str], None] = lambda _: None,
     tolerance: float = 1.0,
+    prefix: str = "",
+    order: int = 0,
+    rerecord: str | None = None,
 ) -> GenerationResult:
+    """One program's suite in `out`. `prefix` starts its test modules' names after `test_` and
+    `order` is its place among several programs (`programs.generate_programs`); `rerecord` is
+    the command that writes it again, shown in its tests."""
     root = root.resolve()
     out_dir = (root / out).resolve()
     if root not in out_dir.parents:
@@ -84,23 +91,32 @@ def generate(
         raise TestgenError(f"{root}: no script to run found; give the short command with --run")
     result.command = command.command
     result.accelerator_flag = command.accelerator_flag
+    before = workspace.snapshot(root)  # each run starts from these files, as in the suite
     variants = _variants_to_try(root, command, result)
     runs = f" and {len(variants)} variant(s)" if variants else ""
     stage(f"recording `{command.command}`{runs} twice")
     try:
         first, second, variant_runs = record.record_twice(
-            root, command.command, timeout, max_unit_bytes, inventory.probes(), tuple(variants)
+            root,
+            command.command,
+            timeout,
+            max_unit_bytes,
+            inventory.probes(),
+            tuple(variants),
+            before,
         )
     except record.RecordingFailed as exc:
         raise TestgenError(str(exc)) from None
     result.seconds["record"] = max(first.seconds, second.seconds)
+    result.trains = bool(first.steps)
     plan = _plan(root, out_dir, command, timeout, first, second, inventory, result)
-    plan.tolerance = tolerance
+    plan.tolerance, plan.prefix, plan.order = tolerance, prefix, order
+    plan.rerecord = rerecord or plan.rerecord
     plan.variants = _variant_plans(variant_runs, result)
 
     stage("recording expected values and checking them")
     with _folders_for(root, out_dir):
-        _build(plan, out_dir, timeout, max_unit_bytes, result)
+        _build(plan, out_dir, timeout, max_unit_bytes, result, before)
     result.data_bytes = sum(p.stat().st_size for p in (out_dir / "data").glob("*"))
     _summarise(plan, inventory, first, result)
     result.seconds["total"] = time.perf_counter() - started
@@ -139,6 +155,7 @@ def _build(
     timeout: float,
     max_unit_bytes: int,
     result: GenerationResult,
+    before: set[str],
 ) -> None:
     with tempfile.TemporaryDirectory(prefix=".pytpu-suite-", dir=out_dir.parent) as building:
         directory = Path(building)
@@ -149,6 +166,7 @@ def _build(
         _drop(plan, index, failures, "fails on the original code", result)
         _drop_oversized(plan, directory, max_unit_bytes, result)
         index = suite.write(plan, directory)
+        workspace.remove_created(plan.root, before, keep=out_dir)  # the program starts afresh
         failures = _pytest(plan.root, directory, baseline=False, timeout=timeout * 2)
         _drop(plan, index, failures, "not reproducible on the original code", result)
         for unit in plan.units:
@@ -360,6 +378,9 @@ def _drop(
         elif isinstance(target, suite.VariantPlan):
             plan.variants.remove(target)
             result.untested.append(("program", target.variant.title, f"{why}: {message}"))
+        elif kind == "runs":
+            plan.runs_test = False
+            result.untested.append(("program", "runs to completion", f"{why}: {message}"))
         else:
             plan.metrics = []
             result.untested.append(("program", "reported metrics", f"{why}: {message}"))
@@ -430,6 +451,8 @@ def _summarise(plan, inventory, run: record.Run, result: GenerationResult) -> No
             result.tested.append(("training step", where, [what]))
     if plan.metrics:
         result.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
+    if plan.runs_test and not (plan.steps or plan.metrics or plan.variants):
+        result.tested.append(("program", "runs to completion", ["exit status 0"]))
     for variant in plan.variants:
         tests = [f"{len(variant.metrics)} metric lines"]
         result.tested.append(("program", variant.variant.title, tests))

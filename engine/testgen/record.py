@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import processes
-from pytpu.engine.testgen import discover
+from pytpu.engine.testgen import discover, workspace
 from pytpu.runtime import support
 
 
@@ -98,10 +98,12 @@ def record_twice(
     max_unit_bytes: int,
     probes: list[dict],
     variants: tuple = (),
+    before: set[str] | None = None,
 ) -> tuple[Run, Run, list[VariantRuns]]:
     """The command twice, each time followed by its variants (the command with one setting
     changed), in the order the suite runs them: a variant may read what the command wrote (a
-    checkpoint to resume from). A variant that fails the first time is not run again."""
+    checkpoint to resume from). A variant that fails the first time is not run again. The
+    second run starts from the files of `before` (`workspace.snapshot`), as the first did."""
     # One after the other: programs write files and listen on fixed ports.
     first = run_once(root, command, timeout, max_unit_bytes, probes)
     _check(first, command)
@@ -111,6 +113,8 @@ def record_twice(
     budget = max(limit, 4 * first.seconds)
     tried = [VariantRuns(v) for v in variants]
     _run_variants(root, command, tried, limit, budget)
+    if before is not None:
+        workspace.remove_created(root, before)
     second = run_once(root, command, timeout, max_unit_bytes, probes)
     _check(second, command)
     _run_variants(root, command, tried, limit, budget)

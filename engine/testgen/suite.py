@@ -123,6 +123,13 @@ class SuitePlan:
     rerecord: str
     tolerance: float = 1.0  # the repository's factor on the dtype tolerances
     variants: list[VariantPlan] = field(default_factory=list)
+    prefix: str = ""  # of the test modules' names, after `test_`: one program of several
+    runs_test: bool = True  # with no step, metric or variant to test: that the program runs
+    order: int = 0  # this program's place among several: their tests run in this order
+
+    @property
+    def program_module(self) -> str:
+        return f"test_{self.prefix}program"
 
 
 class _Code:
@@ -216,7 +223,7 @@ def write(plan: SuitePlan, directory: Path) -> Index:
             by_file.setdefault(unit.file, []).append(unit)
     for relative, units in sorted(by_file.items()):
         index |= _write_unit_tests(plan, relative, units, directory, environment, header)
-    if plan.steps or plan.metrics or plan.variants:
+    if plan.steps or plan.metrics or plan.variants or plan.runs_test:
         index |= _write_program_tests(plan, directory, environment, header)
     return index
 
@@ -228,6 +235,7 @@ def _write_settings(plan: SuitePlan, directory: Path, environment: jinja2.Enviro
         "root": Path(os.path.relpath(plan.root, plan.out)).as_posix(),
         "command": plan.command.command,
         "tolerance": plan.tolerance,
+        **({"order": plan.order} if plan.prefix else {}),
     }
     (directory / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
     (directory / "requirements.txt").write_text(REQUIREMENTS.format(pytpu.runtime.REQUIREMENT))
@@ -246,7 +254,7 @@ def _write_unit_tests(
     header: dict[str, str],
 ) -> Index:
     """test_<file>.py: the tests of the units one file of the repository defines."""
-    module_name = f"test_{file_slug(relative)}"
+    module_name = f"test_{plan.prefix}{file_slug(relative)}"
     code = _Code(plan.root, {})
     rendered_units = [_render_unit(unit, code) for unit in units]
     loaders = _loaders(units, code)  # after the units, whose code names the loaders
@@ -308,15 +316,23 @@ def _write_program_tests(
         steps=[_render_step(s) for s in plan.steps],
         metrics=len(plan.metrics),
         variants=[_render_variant(v, plan.command.entry) for v in plan.variants],
+        runs_only=_runs_only(plan),
         **header,
     )
-    (directory / "test_program.py").write_text(_format(source))
-    index: Index = {("test_program", step.test_name): (step, "step") for step in plan.steps}
+    module = plan.program_module
+    (directory / f"{module}.py").write_text(_format(source))
+    index: Index = {(module, step.test_name): (step, "step") for step in plan.steps}
     if plan.metrics:
-        index[("test_program", "test_program_reported_metrics_match_recording")] = (plan, "metrics")
+        index[(module, "test_program_reported_metrics_match_recording")] = (plan, "metrics")
     for variant in plan.variants:
-        index[("test_program", variant.test_name)] = (variant, "variant")
+        index[(module, variant.test_name)] = (variant, "variant")
+    if _runs_only(plan):
+        index[(module, "test_program_runs_to_completion")] = (plan, "runs")
     return index
+
+
+def _runs_only(plan: SuitePlan) -> bool:
+    return plan.runs_test and not (plan.steps or plan.metrics or plan.variants)
 
 
 def _render_step(step: StepPlan) -> dict[str, Any]:

@@ -9,6 +9,7 @@ test's `support.Suite`: its settings and recordings).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,31 @@ def pytpu_suite(request: pytest.FixtureRequest) -> Any:
     from pytpu.runtime import support
 
     return support.Suite(request.path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suites of several programs run in the programs' order (their `suite.json` says it):
+    a later program may read what an earlier one wrote (`sample.py` a checkpoint of `train.py`),
+    as in the recorded runs. Other tests keep their places."""
+    orders: dict[Path, int | None] = {}
+    places = [i for i, item in enumerate(items) if _order(item, orders) is not None]
+    ordered = sorted((items[i] for i in places), key=lambda item: _order(item, orders))
+    for place, item in zip(places, ordered):
+        items[place] = item
+
+
+def _order(item: pytest.Item, orders: dict[Path, int | None]) -> int | None:
+    folder = Path(item.path).parent
+    if folder not in orders:
+        settings = folder / SUITE_FILE
+        order = None
+        if settings.is_file():
+            try:
+                order = json.loads(settings.read_text(encoding="utf-8")).get("order")
+            except (OSError, ValueError):
+                order = None  # the suite's own tests report a broken suite.json
+        orders[folder] = order
+    return orders[folder]
 
 
 def _in_suite(item: pytest.Item) -> bool:
