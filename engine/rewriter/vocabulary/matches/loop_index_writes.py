@@ -41,21 +41,22 @@ def _places_on_device(call: cst.Call) -> bool:
 
 def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool:
     """`torch.zeros(n, device=device)`, `torch.zeros(n).to(device)`: one of the factories made
-    it, and a call of the chain put it on a device."""
+    it, and a call of the chain put it on a device. Without factories, any value a call of the
+    chain put on a device (`X = X.cuda()`)."""
     placed = False
     while type(value) is cst.Call:
         placed = placed or _places_on_device(value)
         if walk.resolver.qualified_names(value.func) & factories:
             return placed
         if type(value.func) is not cst.Attribute:
-            return False
+            return placed and not factories
         value = value.func.value
-    return False
+    return placed and not factories
 
 
-def _tensors(walk, factories: tuple[str, ...]) -> set[str]:
-    """The names (`obs`, `self.obs`) the file assigns such a tensor on a device, found once per
-    file."""
+def device_tensors(walk, factories: tuple[str, ...]) -> set[str]:
+    """The names (`obs`, `self.obs`) the file assigns a tensor on a device that one of the
+    factories made (none: any), found once per file."""
     cached = _TENSORS.setdefault(walk, {})
     if factories not in cached:
         wanted = frozenset(factories)
@@ -69,7 +70,7 @@ def _tensors(walk, factories: tuple[str, ...]) -> set[str]:
     return cached[factories]
 
 
-def _loop(walk) -> tuple[cst.For, cst.Call] | None:
+def range_loop(walk) -> tuple[cst.For, cst.Call] | None:
     """The innermost loop around the node and its `range(...)`, if it is a `for` over one (or
     over `reversed(range(...))`) in the same function."""
     for node in reversed(walk.path):
@@ -92,7 +93,7 @@ def _short(call: cst.Call) -> bool:
     return len(range(*values)) < _FEW
 
 
-def _each_iteration_syncs(walk, loop: cst.For) -> bool:
+def each_iteration_syncs(walk, loop: cst.For) -> bool:
     """Every iteration of the loop ends at a barrier: one it has, or one the walk plans."""
     plan, _ = walk.loops.plan(loop, inside_training=any(walk.training[:-1]))
     return (plan is not None and plan.loader is None) or walk.loops.summary_of(loop).barrier
@@ -103,8 +104,8 @@ def _writes(walk, node: cst.Assign, step: bool, cases) -> bool:
         return False
     if not walk.device_aware or walk.loops is None:
         return False
-    found = _loop(walk)
-    if found is None or _each_iteration_syncs(walk, found[0]) != step:
+    found = range_loop(walk)
+    if found is None or each_iteration_syncs(walk, found[0]) != step:
         return False
     loop, ranged = found
     if not step and _short(ranged):
@@ -122,7 +123,7 @@ def _writes(walk, node: cst.Assign, step: bool, cases) -> bool:
             continue
         buffer = subscript.value
         for case in cases:
-            if patterns.dotted_name(buffer) not in _tensors(walk, case.names):
+            if patterns.dotted_name(buffer) not in device_tensors(walk, case.names):
                 continue
             bindings = patterns.Bindings(
                 nodes={"buffer": buffer, "index": index.value, "value": node.value},
