@@ -54,6 +54,10 @@ def action() -> None:
         raise typer.Exit(1) from None
     for note in result.notes[:1]:
         typer.echo(note)
+    # What failed once the PR existed is a warning, not an error: the exit code stays the
+    # migration's, since the PR and the Action's outputs are there (bot/followups.py).
+    for failure in result.followup_failures:
+        typer.echo(run_context.warning_command(failure.sentence()))
     raise typer.Exit(result.exit_code)
 
 

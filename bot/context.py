@@ -82,3 +82,14 @@ def write_summary(context: RunContext, markdown: str) -> None:
     if context.summary_path is not None:
         with open(context.summary_path, "a", encoding="utf-8") as f:
             f.write(markdown.rstrip() + "\n")
+
+
+def warning_command(message: str, title: str = "PyTPU") -> str:
+    """A `::warning::` workflow command: the runner shows it as an annotation on the run, where a
+    maintainer sees it without reading the log. Data is escaped as the runner expects."""
+
+    def escape(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    safe_title = escape(title).replace(":", "%3A").replace(",", "%2C")
+    return f"::warning title={safe_title}::{escape(message)}"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from github.Repository import Repository
 
     from pytpu.bot.context import RunContext
+    from pytpu.bot.followups import Failure
 
 
 @dataclass
@@ -35,6 +36,8 @@ class EventResult:
     speedup: str | None = None  # `1.42`
     notes: list[str] = field(default_factory=list)  # the first is what the command prints
     report: str | None = None  # the rendered report, for the job summary
+    # Calls after the pull request existed that failed (bot/followups.py): told, never fatal.
+    followup_failures: list[Failure] = field(default_factory=list)
 
 
 Handler = Callable[["RunContext", "Repository"], EventResult]

@@ -9,6 +9,11 @@ collaborator-permission API; author_association is not a permission). The commen
 once, 🚀 when the PR is ready, and a reply that links the PR or says what failed with the run's
 link. The main job runs on a fresh clone of the default branch; `pytpu/migrate` is pushed only over
 PyTPU's own commits; the PR is opened once and its body updated afterwards.
+
+What is called once the PR exists (the commit status, the reactions, the reply) goes through
+`bot/followups.py`: a failure there is told (in the reply after the PR's link, as a warning in the
+job log, in the job summary) and never turns the run into a failure. The exit code and the
+Action's outputs stay the migration's: the PR is there, with its number and link.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from pytpu.bot import command as slash
-from pytpu.bot import github_api, gitremote
+from pytpu.bot import followups, github_api, gitremote
 from pytpu.bot.context import RunContext, write_outputs, write_summary
 from pytpu.bot.events import EVENTS, EventResult
 from pytpu.bot.tokens import redact
@@ -95,8 +100,12 @@ def on_comment(context: RunContext, repo: Repository) -> EventResult:
         )
         return EventResult(notes=[f"{login} has no write access: replied, nothing ran"])
     comment = issue.get_comment(payload["comment"]["id"])
-    comment.create_reaction("eyes")
-    return COMMAND_HANDLERS[parsed.name](context, repo, issue, comment)
+    seen: list[followups.Failure] = []  # 👀 is decoration: its failure must not stop the run
+    _react(context, comment, "eyes", seen)
+    result = COMMAND_HANDLERS[parsed.name](context, repo, issue, comment)
+    result.followup_failures[:0] = seen
+    _finish(context, result)
+    return result
 
 
 def _may_write(repo: Repository, login: str) -> bool:
@@ -140,19 +149,33 @@ def _migrate(
 ) -> EventResult:
     try:
         result = _migrate_and_publish(context, repo)
-    except Exception as exc:  # the reply must say what failed, whatever it was
+        mood = "rocket" if result.pr_number is not None else None
+    except Exception as exc:  # before the PR exists: the reply must say what failed, whatever
         message = _failure_text(exc, context)
         log.error("%s", message)
-        failed = EventResult(ran=True, exit_code=1, notes=[message])
-        _finish(context, failed)
-        issue.create_comment(message)
-        comment.create_reaction("confused")
-        return failed
-    if result.pr_number is not None:
-        comment.create_reaction("rocket")
-    issue.create_comment("\n\n".join(result.notes))
-    _finish(context, result)
+        result, mood = EventResult(ran=True, exit_code=1, notes=[message]), "confused"
+    if mood is not None:
+        _react(context, comment, mood, result.followup_failures)
+    reply = _paragraphs(*result.notes, followups.reply_section(result.followup_failures))
+    followups.attempt(
+        followups.REPLY,
+        lambda: issue.create_comment(reply),
+        result.followup_failures,
+        context.token,
+    )
     return result
+
+
+def _paragraphs(*texts: str) -> str:
+    return "\n\n".join(text for text in texts if text)
+
+
+def _react(
+    context: RunContext, comment: IssueComment, content: str, failures: list[followups.Failure]
+) -> None:
+    followups.attempt(
+        followups.REACTION, lambda: comment.create_reaction(content), failures, context.token
+    )
 
 
 # --- the main job on a clone, and its pull request ------------------------------------------------
@@ -182,18 +205,19 @@ def _migrate_and_publish(context: RunContext, repo: Repository) -> EventResult:
         tip = clone.heads[gitrepo.BRANCH].commit.hexsha
         if tip != expected:
             gitremote.push(clone, context.server_url, context.token, expected)
-        pull, created = _publish(context, repo, base, result, tip)
-    return _published(result, pull, created, pushed=tip != expected)
-
-
-def _publish(
-    context: RunContext, repo: Repository, base: str, result: Result, tip: str
-) -> tuple[PullRequest, bool]:
-    """The pull request opened or its body updated, and the verdict as the tip's status."""
-    body = github_api.fit_body(result.markdown, context.run_url)
-    pull, created = github_api.open_or_update_pull(repo, base, body)
-    github_api.post_status(repo, tip, result.exit_code == 0, result.headline, context.run_url)
-    return pull, created
+        body = github_api.fit_body(result.markdown, context.run_url)
+        pull, created = github_api.open_or_update_pull(repo, base, body)
+    published = _published(result, pull, created, pushed=tip != expected)
+    # From here on the PR exists: what fails is told with its link, never instead of it.
+    followups.attempt(
+        followups.STATUS,
+        lambda: github_api.post_status(
+            repo, tip, result.exit_code == 0, result.headline, context.run_url
+        ),
+        published.followup_failures,
+        context.token,
+    )
+    return published
 
 
 def _published(result: Result, pull: PullRequest, created: bool, pushed: bool) -> EventResult:
@@ -207,7 +231,11 @@ def _published(result: Result, pull: PullRequest, created: bool, pushed: bool) -
         pr_url=pull.html_url,
         parity=verdict.fraction,
         speedup="" if verdict.speedup is None else f"{verdict.speedup:.2f}",
-        notes=[f"{done} #{pull.number}{unchanged}: {result.headline}", _summary_markdown(result)],
+        # The PR by its link: a reply read by mail or in the job log has no #N autolink.
+        notes=[
+            f"{done} [#{pull.number}]({pull.html_url}){unchanged}: {result.headline}",
+            _summary_markdown(result),
+        ],
         report=result.markdown,
     )
 
@@ -239,4 +267,5 @@ def _finish(context: RunContext, result: EventResult) -> None:
             "speedup": result.speedup or "",
         },
     )
-    write_summary(context, result.report or "\n\n".join(result.notes))
+    shown = result.report or _paragraphs(*result.notes)
+    write_summary(context, _paragraphs(shown, followups.summary_section(result.followup_failures)))

@@ -88,6 +88,30 @@ def _replies(peer: GitHubPeer, number: int) -> list[str]:
     return [c.body for c in peer.state.comments if c.issue_number == number][1:]
 
 
+def _command(peer: GitHubPeer, tmp: Path, title: str, faults=()) -> tuple[int, int, dict]:
+    """A maintainer's `/pytpu migrate` on a new issue, the faults given as (method, path, status,
+    options) set once the comment's id is known: (issue number, comment id, run)."""
+    number, comment_id = peer.add_issue(OWNER, NAME, title, "", "/pytpu migrate", MAINTAINER)
+    peer.clear_faults()  # an earlier test's unspent faults (50 502s, say) are not this run's
+    for method, path, status, options in faults:
+        peer.fail_next(method, path.replace("{comment_id}", str(comment_id)), status, **options)
+    event = _event(peer, number, comment_id, "/pytpu migrate", MAINTAINER)
+    return number, comment_id, run_action(peer, tmp, "issue_comment", event)
+
+
+def _only_pytpus_commits_on_the_branch(peer: GitHubPeer) -> None:
+    """Drop a person's commit an earlier test pushed, so the run reaches the pull request."""
+    bare = git.Repo(peer.tiny_bare)
+    ours = [c for c in bare.iter_commits(gitrepo.BRANCH) if gitrepo.is_ours(c)][0]
+    bare.git.update_ref(f"refs/heads/{gitrepo.BRANCH}", ours.hexsha)
+
+
+def _the_pull_url(peer: GitHubPeer) -> tuple[int, str]:
+    pulls = [p for p in peer.state.pulls if p.head == gitrepo.BRANCH]
+    assert len(pulls) == 1
+    return pulls[0].number, f"{peer.server_url}/{OWNER}/{NAME}/pull/{pulls[0].number}"
+
+
 @pytest.fixture(scope="module")
 def peer(tmp_path_factory):
     root = tmp_path_factory.mktemp("bot")
@@ -130,7 +154,8 @@ def test_a_collaborators_command_opens_the_pull_request(peer, first_run):
     body = next(i.body for i in peer.state.issues if i.number == pulls[0].number)
     assert body.startswith("**PyTPU: parity")
     replies = _replies(peer, number)
-    assert len(replies) == 1 and f"#{pulls[0].number}" in replies[0]
+    pr_url = f"{peer.server_url}/{OWNER}/{NAME}/pull/{pulls[0].number}"
+    assert len(replies) == 1 and replies[0].startswith(f"Opened [#{pulls[0].number}]({pr_url}): ")
     outputs = result["outputs"]
     assert outputs["pr-number"] == str(pulls[0].number)
     assert outputs["pr-url"].endswith(f"/pull/{pulls[0].number}")
@@ -158,7 +183,8 @@ def test_a_second_command_updates_the_same_pull_request(peer, first_run, tmp_pat
     assert result["done"].returncode == 0, result["log"][-3000:]
     assert len([p for p in peer.state.pulls if p.head == gitrepo.BRANCH]) == 1
     assert peer.branch_commits(OWNER, NAME, gitrepo.BRANCH)[0] == tip  # nothing new to push
-    assert "Updated #" in _replies(peer, number)[0]
+    pr_number, pr_url = _the_pull_url(peer)
+    assert _replies(peer, number)[0].startswith(f"Updated [#{pr_number}]({pr_url}) (no new commits")
     assert (tmp_path / "summary.md").read_text().startswith("**PyTPU: parity")
 
 
@@ -217,10 +243,7 @@ def test_a_comment_that_is_not_a_command_is_ignored_quietly(peer, tmp_path):
 
 
 def test_api_failures_are_retried_then_reported_clearly(peer, first_run, tmp_path):
-    # Drop the person's commit of the test before, so the run reaches the pull request.
-    bare = git.Repo(peer.tiny_bare)
-    ours = [c for c in bare.iter_commits(gitrepo.BRANCH) if gitrepo.is_ours(c)][0]
-    bare.git.update_ref(f"refs/heads/{gitrepo.BRANCH}", ours.hexsha)
+    _only_pytpus_commits_on_the_branch(peer)
     number, comment_id = peer.add_issue(OWNER, NAME, "Flaky", "", "/pytpu migrate", MAINTAINER)
     peer.fail_next("GET", rf"/repos/{OWNER}/{NAME}/pulls$", 502, count=50)
     result = run_action(
@@ -237,6 +260,75 @@ def test_api_failures_are_retried_then_reported_clearly(peer, first_run, tmp_pat
     assert "502" in reply or "Server Error" in reply or "retries" in reply.lower()
     assert "confused" in _reactions(peer, comment_id)
     assert peer.token not in result["log"] and peer.token not in reply
+
+
+# --- failures once the pull request exists: told with its link, never "could not finish" ----------
+
+STATUS_PATH = rf"/repos/{OWNER}/{NAME}/statuses/[0-9a-f]{{40}}$"
+# (status, the fault's options, what the reply must say about it)
+STATUS_FAILURES = [
+    pytest.param(
+        403,
+        {"permission": "statuses=write"},
+        ["403 Resource not accessible by integration", "`statuses: write`", "`permissions:`"],
+        id="403-no-statuses-permission",
+    ),
+    pytest.param(
+        404, {}, ["404 Not Found", "commit statuses API was not found"], id="404-not-found"
+    ),
+]
+
+
+@pytest.mark.parametrize(("status", "options", "reasons"), STATUS_FAILURES)
+def test_a_failed_commit_status_keeps_the_pull_requests_link_in_the_reply(
+    peer, first_run, tmp_path, status, options, reasons
+):
+    _only_pytpus_commits_on_the_branch(peer)
+    seen = len(peer.requests)
+    faults = [("POST", STATUS_PATH, status, options)]
+    number, comment_id, result = _command(peer, tmp_path, f"Status {status}", faults)
+    pr_number, pr_url = _the_pull_url(peer)
+    # The migration's outcome stands: exit code, outputs, reactions; the status is a warning.
+    assert result["done"].returncode == 0, result["log"][-3000:]
+    assert result["outputs"]["pr-number"] == str(pr_number)
+    assert result["outputs"]["pr-url"] == pr_url
+    assert _reactions(peer, comment_id) == ["eyes", "rocket"]
+    [reply] = _replies(peer, number)
+    assert "could not finish" not in reply
+    link, *_, told = reply.split("\n\n")
+    assert link.startswith(f"Updated [#{pr_number}]({pr_url})")
+    assert told.startswith("The pull request is open, but:\n- PyTPU could not post the commit")
+    for reason in reasons:
+        assert reason in told
+    # Answered once: a missing permission and a 404 are not retried.
+    asked = [e for e in peer.requests[seen:] if e.operation == "repos/create-commit-status"]
+    assert [(e.status, e.fault) for e in asked] == [(status, True)]
+    assert "::warning title=PyTPU::PyTPU could not post the commit status" in result["log"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("**PyTPU: parity") and reasons[0] in summary
+    assert peer.token not in result["log"] and peer.token not in reply
+
+
+def test_a_failed_reaction_does_not_change_the_reply(peer, first_run, tmp_path):
+    _only_pytpus_commits_on_the_branch(peer)
+    reactions = r"/issues/comments/{comment_id}/reactions$"
+    faults = [("POST", reactions, 403, {"permission": "issues=write", "count": 2})]
+    number, comment_id, result = _command(peer, tmp_path, "No reactions", faults)
+    pr_number, pr_url = _the_pull_url(peer)
+    assert result["done"].returncode == 0, result["log"][-3000:]
+    assert _reactions(peer, comment_id) == []  # neither 👀 nor 🚀 could be given
+    # The reply is what a run without the fault writes: the PR's link and headline (the PR's
+    # body, written by this run, starts with the same verdict), then the tests' summary.
+    body = next(i.body for i in peer.state.issues if i.number == pr_number)
+    headline = body.splitlines()[0].strip("*")
+    [reply] = _replies(peer, number)
+    assert reply == (
+        f"Updated [#{pr_number}]({pr_url}) (no new commits: the result is the same): "
+        f"{headline}\n\nEvery test that passed before the migration passes after it."
+    )
+    # The job's log and summary still say what was not done, and why.
+    assert result["log"].count("::warning title=PyTPU::PyTPU could not react") == 2
+    assert "`issues: write`" in (tmp_path / "summary.md").read_text()
 
 
 def test_a_push_to_another_branch_starts_nothing(peer, tmp_path):

@@ -1,5 +1,5 @@
 """The bot's parts that need no server: the slash command, the table of events, the webhook
-checks, the token's handling and the Actions context."""
+checks, the token's handling, the Actions context, and what a failed follow-up says."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from pytpu.bot import command, context, events, handle, tokens, webhook
+from pytpu.bot import command, context, events, followups, handle, tokens, webhook
 
 # GitHub's published test vector for X-Hub-Signature-256 (docs: Validating webhook deliveries).
 SECRET, BODY = "It's a Secret to Everybody", b"Hello, World!"
@@ -208,3 +208,101 @@ def test_webhook_server_over_http():
         assert handled == ["issue_comment"]
     finally:
         server.shutdown()
+
+
+# --- what fails once the pull request exists (bot/followups.py) ---------------------------------
+
+
+def _github_error(status: int, message: str, headers: dict | None = None) -> Exception:
+    from github import GithubException
+
+    return GithubException(status, {"message": message, "status": str(status)}, headers or {})
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("statuses=write", ["statuses: write"]),
+        ("issues=write; pull_requests=write", ["issues: write", "pull-requests: write"]),
+        ("contents=read,pull_requests=write", ["contents: read, pull-requests: write"]),
+        ("", []),
+    ],
+)
+def test_githubs_accepted_permissions_header_in_workflow_spelling(header, expected):
+    assert followups.accepted_permissions({"X-Accepted-GitHub-Permissions": header}) == expected
+    assert followups.accepted_permissions({"x-accepted-github-permissions": header}) == expected
+    assert followups.accepted_permissions(None) == []
+
+
+def test_a_403_names_the_permission_and_where_to_add_it():
+    denied = "Resource not accessible by integration"
+    # Without GitHub's header (a classic token), the step's own permission is named.
+    why = followups.explain(followups.STATUS, _github_error(403, denied))
+    assert why.startswith(f"GitHub answered 403 {denied}: the token lacks the `statuses: write`")
+    assert "Add `statuses: write` to the `permissions:` block" in why
+    # With it, GitHub's word wins, and the step's permission is the one suggested among several.
+    header = {"X-Accepted-GitHub-Permissions": "pull_requests=write; issues=write"}
+    why = followups.explain(followups.REACTION, _github_error(403, denied, header))
+    assert "`pull-requests: write` or `issues: write`" in why
+    assert "Add `issues: write`" in why
+
+
+def test_a_rate_limit_403_is_not_read_as_a_missing_permission():
+    from github import RateLimitExceededException
+
+    limited = RateLimitExceededException(403, {"message": "API rate limit exceeded"}, {})
+    why = followups.explain(followups.STATUS, limited)
+    assert "rate limit" in why and "permission" not in why
+
+
+def test_a_404_says_what_was_not_found_and_why():
+    why = followups.explain(followups.STATUS, _github_error(404, "Not Found"))
+    assert why.startswith("GitHub answered 404 Not Found: the commit or the commit statuses API")
+    assert "Most likely a push replaced `pytpu/migrate`" in why
+
+
+def test_an_unexplained_failure_still_says_what_it_was():
+    assert followups.explain(followups.STATUS, _github_error(422, "Validation Failed")) == (
+        "GitHub answered 422 Validation Failed."
+    )
+    assert followups.explain(followups.STATUS, OSError("disk full")) == "OSError: disk full"
+
+
+def test_a_failed_followup_is_kept_not_raised_and_the_token_is_masked(caplog):
+    failures: list[followups.Failure] = []
+
+    def fails():
+        raise RuntimeError("refused for ghs_secret123")
+
+    with caplog.at_level(logging.WARNING):
+        done = followups.attempt(followups.STATUS, fails, failures, "ghs_secret123")
+    assert done is False and [f.step for f in failures] == [followups.STATUS]
+    assert failures[0].why == f"RuntimeError: refused for {tokens.MASK}"
+    assert "ghs_secret123" not in caplog.text and "could not post the commit status" in caplog.text
+    assert followups.attempt(followups.STATUS, lambda: None, failures, None) is True
+    assert len(failures) == 1
+
+
+def test_the_reply_tells_the_status_but_not_a_reaction():
+    status = followups.Failure(followups.STATUS, "GitHub answered 404 Not Found: ...")
+    reaction = followups.Failure(followups.REACTION, "GitHub answered 403 ...")
+    assert followups.reply_section([reaction]) == ""
+    assert followups.reply_section([reaction, status]) == (
+        "The pull request is open, but:\n- PyTPU could not post the commit status "
+        "`pytpu/migrate` on the pull request's head: GitHub answered 404 Not Found: ..."
+    )
+    summary = followups.summary_section([reaction, status])
+    assert "could not react" in summary and "could not post the commit status" in summary
+    assert followups.summary_section([]) == ""
+
+
+def test_every_followup_step_is_registered_once():
+    assert set(followups.STEPS) == {"status", "reaction", "reply"}
+    assert all(step.permission.endswith(": write") for step in followups.STEPS.values())
+    with pytest.raises(ValueError, match="twice"):
+        followups.register(followups.STATUS)
+
+
+def test_a_warning_annotation_escapes_what_the_runner_would_read_as_commands():
+    line = context.warning_command("50% done\nnext: line")
+    assert line == "::warning title=PyTPU::50%25 done%0Anext: line"

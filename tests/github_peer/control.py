@@ -3,7 +3,7 @@
     POST /_peer/repos        {"owner", "name", "source", "default_branch"?, "private"?}
     POST /_peer/issues       {"owner", "name", "title", "body", "comment_body", "commenter"}
     PUT  /_peer/permissions  {"owner", "name", "user", "permission"}
-    POST /_peer/faults       {"method", "path", "status", "count"?, "retry_after"?}
+    POST /_peer/faults       {"method", "path", "status", "count"?, "retry_after"?, "permission"?}
     GET  /_peer/requests     the request log
     GET  /_peer/state        issues, pulls, comments, reactions, statuses
 
@@ -64,6 +64,7 @@ class ControlApp:
                 data["status"],
                 count=data.get("count", 1),
                 retry_after=data.get("retry_after"),
+                permission=data.get("permission"),
             )
             return 201, {}
         if (method, path) == ("GET", "/requests"):

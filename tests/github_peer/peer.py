@@ -162,11 +162,17 @@ class GitHubPeer:
         status: int,
         count: int = 1,
         retry_after: int | None = None,
+        permission: str | None = None,
     ) -> None:
         """The next `count` requests whose method matches (or "*") and whose path (as sent,
         e.g. /api/v3/repos/o/r/pulls) re.search-matches get `status`: 5xx as GitHub's server
-        errors, 403/429 as its secondary rate limit; `retry_after` adds Retry-After."""
-        self._faults.add(method, path_regex, status, count, retry_after)
+        errors, 403/429 as its secondary rate limit; `retry_after` adds Retry-After. A 403 with
+        `permission` ("statuses=write") is GitHub's answer to a token that lacks it."""
+        self._faults.add(method, path_regex, status, count, retry_after, permission)
+
+    def clear_faults(self) -> None:
+        """Forget the faults not yet spent (a test's leftovers must not reach the next one)."""
+        self._faults.clear()
 
     # reading ---------------------------------------------------------------------------------
 
