@@ -346,7 +346,7 @@ def _benchmark(
     benchmark command, else its recorded run, on each side. The recorded run is short: when it
     runs too few steps the benchmark lengthens it; a `benchmark` command is timed as written."""
     recorded = tests.generated.recorded
-    chosen = [p for p in recorded if p.trains or p.benchmark] or recorded[:1]
+    chosen = [p for p in recorded if p.trains or p.benchmark]
     runs = []
     for program in chosen:
         given = program.benchmark or (settings.benchmark if len(recorded) == 1 else None)
@@ -361,11 +361,12 @@ def _benchmark(
         )
         nothing = report_document.nothing_on_xla(section)
         runs.append(BenchmarkRun(program.name, section, nothing_on_xla=nothing))
-    not_run = [
-        (p.name, "it takes no training step (no optimizer step or backward pass was recorded)")
-        for p in recorded
-        if p not in chosen
-    ]
+    why = "it takes no training step (no optimizer step or backward pass was recorded)"
+    not_run = [(p.name, why) for p in recorded if p not in chosen]
+    if not runs:  # the report still has a benchmark section: it says why none ran
+        first = recorded[0]
+        section = benchmark.skipped(first.generated.command, f"`{first.name}`: {why}", WARMUP, STEPS)
+        runs.append(BenchmarkRun(first.name, section, nothing_on_xla=False))
     return BenchmarkRuns(tuple(runs), tuple(not_run))
 
 

@@ -481,3 +481,17 @@ def test_several_programs_get_their_rows_sections_and_a_mean_speedup():
     assert "**Overall speedup: x1.00**, the geometric mean of the 2 programs' speedups." in bench
     assert "`sample` was not timed: it takes no training step" in bench
     assert "**multigpu**" in section(text, "XLA evidence")
+
+
+def test_a_repository_whose_programs_do_not_train_says_why_no_benchmark_ran():
+    from pytpu.engine.verify import benchmark as benchmark_stage
+
+    doc = load("parity")
+    reason = "`pytest`: it takes no training step (no optimizer step or backward pass was recorded)"
+    skipped = benchmark_stage.skipped("python -m pytest tests -q", reason, 3, 10)
+    doc["benchmark"] = {**skipped, "program": "pytest", "nothing_on_xla": False}
+    doc["benchmarks"] = [doc["benchmark"]]
+    doc["verdict"]["speedup"] = None
+    assert verdict_line(doc).endswith("no benchmark (CPU → XLA on the CPU)")
+    bench = section(render(doc), "Benchmark")
+    assert f"No benchmark ran: {reason}." in bench and "failed" not in bench

@@ -133,7 +133,7 @@ def tests_generated(generated: ProgramsResult) -> dict[str, list[dict[str, Any]]
 def programs(generated: ProgramsResult, benchmarks: BenchmarkRuns) -> list[dict[str, Any]]:
     """Each program: how it was found, whether it was recorded (or why not), and whether its
     training step was timed (or why not)."""
-    timed = {run.program for run in benchmarks.runs}
+    timed = {run.program for run in benchmarks.runs if not run.section.get("not_run")}
     not_timed = dict(benchmarks.not_run)
     rows = []
     for p in generated.programs:

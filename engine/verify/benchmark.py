@@ -256,6 +256,12 @@ def compare(
     }
 
 
+def skipped(command: str, reason: str, warmup: int, steps: int) -> dict[str, Any]:
+    """The section of a benchmark that was not run, and why."""
+    section = compare(command, {}, {}, warmup, steps)
+    return {**section, "baseline": None, "target": None, "not_run": reason}
+
+
 # --- the timer's records -------------------------------------------------------------------------
 
 
