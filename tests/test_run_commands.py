@@ -5,6 +5,7 @@ times it (the benchmark). A command whose Python cannot take PyTPU says why."""
 
 from __future__ import annotations
 
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -102,3 +103,17 @@ def test_a_start_up_file_that_fails_is_named_in_the_error():
         "`/usr/bin/python3 train.py` ran without the step timer: PyTPU's start-up file failed in"
         " a Python it started (ModuleNotFoundError: No module named 'pytpu'). "
     )
+
+
+def test_large_settings_reach_the_program_through_a_file(tmp_path):
+    """A library with hundreds of module classes gives the harness more probes than one
+    environment variable may hold (128 KiB): they travel in a file."""
+    from pytpu.runtime import bootstrap
+
+    settings = {"probes": ["x" * 100] * 2000}
+    env = bootstrap.program_environment(bootstrap.HARNESS_ENV, settings)
+    value = env[bootstrap.HARNESS_ENV]
+    assert value.startswith("@") and len(value) < 4096
+    assert json.loads(bootstrap._settings_text(value)) == settings
+    small = bootstrap.program_environment(bootstrap.HARNESS_ENV, {"probes": []})
+    assert json.loads(small[bootstrap.HARNESS_ENV]) == {"probes": []}

@@ -49,12 +49,39 @@ def program_environment(name: str, settings: dict[str, Any]) -> dict[str, str]:
     is the one with torch and this package) behind the shims, string hashes as in every other
     run."""
     env = safe_environment()
-    env[name] = json.dumps(settings)
+    env[name] = _settings_value(json.dumps(settings))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(STARTUP), env.get("PYTHONPATH")]))
     path = [str(_shims()), str(Path(sys.executable).parent), env.get("PATH", "")]
     env["PATH"] = os.pathsep.join(path)
     env["PYTHONHASHSEED"] = "0"
     return env
+
+
+# One environment variable holds at most 128 KiB on Linux (and all of them together share the
+# limit of a command line): a large library's settings (the harness's probes of hundreds of module
+# classes) go in a file, and the variable holds `@` and its path.
+_INLINE_LIMIT = 16 * 1024
+
+
+def _settings_value(text: str) -> str:
+    if len(text) <= _INLINE_LIMIT:
+        return text
+    handle, path = tempfile.mkstemp(prefix="pytpu-settings-", suffix=".json")
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        file.write(text)
+    atexit.register(_remove, path)  # the parent's: the program reads it while the parent runs
+    return "@" + path
+
+
+def _settings_text(value: str) -> str:
+    if value.startswith("@"):
+        return Path(value[1:]).read_text(encoding="utf-8")
+    return value
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 # A run command is a shell line and may set PYTHONPATH itself (`PYTHONPATH=. python x.py`, a
@@ -167,7 +194,7 @@ def start(folder: str) -> None:
         coverage.process_startup()
     for name, module in ((HARNESS_ENV, "harness"), (TIMER_ENV, "timer")):
         if os.environ.get(name):
-            install(module, json.loads(os.environ[name]))
+            install(module, json.loads(_settings_text(os.environ[name])))
             return
 
 
