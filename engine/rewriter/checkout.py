@@ -268,6 +268,16 @@ def _parse_error(exc: cst.ParserSyntaxError, text: str) -> str:
     )
 
 
+def engine_failure(rel: str, exc: Exception, what: str) -> str:
+    """The error of a file (`what`: file, notebook) the engine failed on; it costs that one."""
+    if isinstance(exc, RecursionError):
+        return f"{rel}: nested too deeply for the parser; skipped"
+    return (
+        f"{rel}: internal error while migrating ({type(exc).__name__}: {exc}); "
+        f"the {what} was left unchanged. Please report this with the {what}."
+    )
+
+
 def rewrite_file(
     path: Path, root: Path, compiled: RuleIndex, write: bool
 ) -> tuple[FileResult, bool]:
@@ -293,15 +303,8 @@ def rewrite_file(
     except OutputDoesNotParse as exc:
         result.status, result.error = "error", str(exc)
         return result, parsed
-    except RecursionError:
-        result.status, result.error = "error", f"{rel}: nested too deeply for the parser; skipped"
-        return result, parsed
     except Exception as exc:  # an engine bug must cost one file, not the run
-        result.status = "error"
-        result.error = (
-            f"{rel}: internal error while migrating ({type(exc).__name__}: {exc}); "
-            "the file was left unchanged. Please report this with the file."
-        )
+        result.status, result.error = "error", engine_failure(rel, exc, "file")
         return result, parsed
     result.findings = migrated.findings
     if migrated.text != source.text:

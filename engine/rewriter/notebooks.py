@@ -32,7 +32,7 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import libcst as cst
 import nbformat
@@ -43,6 +43,7 @@ from pytpu.engine.rewriter.checkout import (
     MigratedSource,
     OutputDoesNotParse,
     _follow_lines,
+    engine_failure,
     migrate_source,
 )
 from pytpu.engine.rewriter.findings import Finding, WrittenComment
@@ -259,29 +260,21 @@ def _same_ending(old: str, new: str) -> str:
     return new.rstrip("\n") + "\n" * (len(old) - len(old.rstrip("\n")))
 
 
-def _place(line: int, starts: list[int], cells: list[CodeCell]) -> tuple[int, int]:
+def place(line: int, starts: list[int], cells: list[CodeCell]) -> tuple[int, int]:
     """(cell number, line in the cell) of line `line` of the joined module."""
     k = bisect.bisect_right(starts, line) - 1
     return cells[k].number, line - starts[k] + 1
 
 
-def _placed_findings(
-    findings: list[Finding], starts: list[int], cells: list[CodeCell]
-) -> list[Finding]:
-    placed = []
-    for finding in findings:
-        number, line = _place(finding.line, starts, cells)
-        placed.append(dataclasses.replace(finding, line=line, cell=number))
-    return placed
+Placed = TypeVar("Placed", Finding, WrittenComment)
 
 
-def _placed_comments(
-    comments: list[WrittenComment], starts: list[int], cells: list[CodeCell]
-) -> list[WrittenComment]:
+def _placed(items: list[Placed], starts: list[int], cells: list[CodeCell]) -> list[Placed]:
+    """Findings or written comments, their lines of the joined module made cells and lines."""
     placed = []
-    for comment in comments:
-        number, line = _place(comment.line, starts, cells)
-        placed.append(dataclasses.replace(comment, line=line, cell=number))
+    for item in items:
+        number, line = place(item.line, starts, cells)
+        placed.append(dataclasses.replace(item, line=line, cell=number))
     return placed
 
 
@@ -304,11 +297,11 @@ def migrate_notebook(text: str, index: RuleIndex, path: str = "<notebook>") -> M
     migrated = _migrate_module(module, old_parts, index, path, cells)
     parts = split(migrated.text, cells)
     starts = [start for start, _ in parts]
-    findings = _placed_findings(migrated.findings, [start for start, _ in old_parts], cells)
+    findings = _placed(migrated.findings, [start for start, _ in old_parts], cells)
     changed = _new_sources(parts, cells)
     if not changed:
         return MigratedNotebook(text, findings, [], info, parsed=True)
-    comments = _placed_comments(migrated.comments, starts, cells)
+    comments = _placed(migrated.comments, starts, cells)
     info.cells = [
         CellChange(cell.number, cell.source, changed[cell.index])
         for cell in cells
@@ -330,7 +323,7 @@ def _migrate_module(
     try:
         migrated = migrate_source(module, index, f"{path} (its code cells, joined)")
     except cst.ParserSyntaxError as exc:
-        number, line = _place(exc.raw_line, [start for start, _ in parts], cells)
+        number, line = place(exc.raw_line, [start for start, _ in parts], cells)
         reason = exc.message.splitlines()[0]
         message = f"cell {number}, line {line}: libcst cannot parse it ({reason}); skipped"
         raise NotebookError(message) from None
@@ -359,15 +352,8 @@ def rewrite_notebook(
     except (SourceError, NotebookError) as exc:
         result.status, result.error = "error", f"{rel}: {exc}"
         return result, False
-    except RecursionError:
-        result.status, result.error = "error", f"{rel}: nested too deeply for the parser; skipped"
-        return result, True
     except Exception as exc:  # an engine bug must cost one notebook, not the run
-        result.status = "error"
-        result.error = (
-            f"{rel}: internal error while migrating ({type(exc).__name__}: {exc}); "
-            "the notebook was left unchanged. Please report this with the notebook."
-        )
+        result.status, result.error = "error", engine_failure(rel, exc, "notebook")
         return result, True
     result.findings, result.notebook = migrated.findings, migrated.info
     if migrated.text != source.text:

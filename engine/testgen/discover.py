@@ -21,6 +21,10 @@ import torch.nn
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
 from pytpu.engine.rewriter import sources
+from pytpu.engine.rewriter.notebooks import NotebookError
+from pytpu.engine.testgen import notebook_code
+from pytpu.runtime.cells import split_cell_id
+from pytpu.runtime.kernel import RUNNER_MODULE, is_notebook, runner_at
 
 # Flags that make a program's own run short, and the value each gets (None: a switch).
 SHORT_RUN_FLAGS = {
@@ -100,8 +104,9 @@ class Inventory:
         ]
 
 
-def python_files(root: Path, suite_dir: Path) -> list[Path]:
-    paths, _ = sources.discover(root)
+def source_files(root: Path, suite_dir: Path) -> list[Path]:
+    """The repository's Python files and Jupyter notebooks, without its tests and this suite."""
+    paths, _ = sources.discover(root, notebooks=True)
     suite_dir = suite_dir.resolve()
     return [
         p
@@ -110,15 +115,15 @@ def python_files(root: Path, suite_dir: Path) -> list[Path]:
     ]
 
 
+def python_files(root: Path, suite_dir: Path) -> list[Path]:
+    return [p for p in source_files(root, suite_dir) if p.suffix == ".py"]
+
+
 def inventory(root: Path, suite_dir: Path) -> Inventory:
+    """The module classes, training steps and constructor calls of the repository's files and
+    notebooks (a notebook's named by cell: `nb.ipynb#cell5`)."""
     result = Inventory()
-    trees: dict[str, MetadataWrapper] = {}
-    for path in python_files(root, suite_dir):
-        relative = path.relative_to(root).as_posix()
-        try:
-            trees[relative] = MetadataWrapper(cst.parse_module(path.read_bytes()))
-        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError) as exc:
-            result.errors.append(f"{relative}: not read ({type(exc).__name__}); no tests for it")
+    trees, cells = _read(root, source_files(root, suite_dir), result.errors)
     bases = {relative: _class_bases(relative, tree) for relative, tree in trees.items()}
     module_names: set[str] = set()  # qualified names of module classes, growing to a fixed point
     while True:
@@ -133,23 +138,52 @@ def inventory(root: Path, suite_dir: Path) -> Inventory:
         if names <= module_names:
             break
         module_names |= names
-    result.module_classes = sorted(set(found), key=lambda c: (c.file, c.line))
+    placed = [notebook_code.place_class(c, cells[c.file]) if c.file in cells else c for c in found]
+    result.module_classes = sorted(set(placed), key=lambda c: (split_cell_id(c.file), c.line))
     class_names = {c.name for c in result.module_classes}
     for relative, tree in trees.items():
         collector = _StepCollector(relative)
         tree.visit(collector)
-        result.training_steps.extend(collector.steps)
-        for call in m.findall(tree.module, m.Call()):
-            name = _callee_name(call.func)
-            if name in class_names and not any(a.star for a in call.args):
-                code = cst.Module([]).code_for_node
-                site = {
-                    "file": relative,
-                    "args": [code(a.value) for a in call.args if a.keyword is None],
-                    "kwargs": {a.keyword.value: code(a.value) for a in call.args if a.keyword},
-                }
-                result.call_sites.setdefault(name, []).append(site)
+        steps = collector.steps
+        if relative in cells:
+            steps = [each for s in steps for each in notebook_code.place_step(s, cells[relative])]
+        result.training_steps.extend(steps)
+        _call_sites(relative, tree, class_names, result.call_sites)
     return result
+
+
+def _read(
+    root: Path, paths: list[Path], errors: list[str]
+) -> tuple[dict[str, MetadataWrapper], dict[str, notebook_code.NotebookModule]]:
+    """Each file's syntax tree (a notebook's cells joined into one), and the notebooks'."""
+    trees: dict[str, MetadataWrapper] = {}
+    cells: dict[str, notebook_code.NotebookModule] = {}
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        try:
+            if path.suffix == ".py":
+                trees[relative] = MetadataWrapper(cst.parse_module(path.read_bytes()))
+            elif (notebook := notebook_code.read(root, path)) is not None:
+                trees[relative], cells[relative] = notebook.tree, notebook
+        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError, NotebookError) as exc:
+            errors.append(f"{relative}: not read ({type(exc).__name__}); no tests for it")
+    return trees, cells
+
+
+def _call_sites(
+    relative: str, tree: MetadataWrapper, class_names: set[str], sites: dict[str, list[dict]]
+) -> None:
+    """Add the constructor calls of `class_names` in `tree` to `sites`."""
+    for call in m.findall(tree.module, m.Call()):
+        name = _callee_name(call.func)
+        if name in class_names and not any(a.star for a in call.args):
+            code = cst.Module([]).code_for_node
+            site = {
+                "file": relative,
+                "args": [code(a.value) for a in call.args if a.keyword is None],
+                "kwargs": {a.keyword.value: code(a.value) for a in call.args if a.keyword},
+            }
+            sites.setdefault(name, []).append(site)
 
 
 def _callee_name(func: cst.BaseExpression) -> str | None:
@@ -418,7 +452,7 @@ def _script_path(directory: Path, name: str, module: bool) -> Path | None:
         dotted = directory / name.replace(".", "/")
         candidates = [dotted.with_name(f"{dotted.name}.py"), dotted / "__main__.py"]
     else:
-        candidates = [directory / name] if name.endswith(".py") else []
+        candidates = [directory / name] if name.endswith(_RUNNABLE) else []
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -442,24 +476,25 @@ def _simple_commands(command: str) -> list[list[Word]]:
 
 def _script_word(words: list[str]) -> tuple[int, bool] | None:
     """The index of the script (True: of the module) that a command runs with Python, directly or
-    through a launcher, after variables, `env` and options."""
-    index = 0
-    while index < len(words) and (words[index] == "env" or re.fullmatch(r"\w+=.*", words[index])):
-        index += 1
+    through a launcher, after variables, `env` and options; or of the notebook it runs, bare
+    (`train.ipynb`) or through a notebook runner (`jupyter execute train.ipynb`)."""
+    index = _command_start(words)
     if index == len(words):
         return None
-    name = Path(words[index]).name
-    launcher = name in LAUNCHERS
-    if not (launcher or _PYTHON.fullmatch(name)):
+    if is_notebook(words[index]):
+        return index, False
+    runner = runner_at(words, index)
+    launcher = Path(words[index]).name in LAUNCHERS or runner > 0
+    if not (launcher or _PYTHON.fullmatch(Path(words[index]).name)):
         return None
-    index += 1
+    index += max(runner, 1)
     while index < len(words):
         word = words[index]
         if launcher:
-            if word.endswith(".py"):
+            if word.endswith(_RUNNABLE):
                 return index, False
         elif word == "-m" and index + 1 < len(words):
-            if words[index + 1] not in LAUNCHERS:
+            if words[index + 1] not in LAUNCHERS and not runner_at(words, index + 1):
                 return index + 1, True
             launcher, index = True, index + 1  # python -m torch.distributed.run ... x.py
         elif word == "-c":
@@ -470,6 +505,30 @@ def _script_word(words: list[str]) -> tuple[int, bool] | None:
             return index, False
         index += 1
     return None
+
+
+_RUNNABLE = (".py", ".ipynb")  # what a launcher or a notebook runner runs
+
+
+def _command_start(words: list[str]) -> int:
+    """The index of the program a simple command runs, after its variables and `env`."""
+    index = 0
+    while index < len(words) and (words[index] == "env" or re.fullmatch(r"\w+=.*", words[index])):
+        index += 1
+    return index
+
+
+def runnable(command: str) -> str:
+    """`command` with each bare notebook it runs (`train.ipynb`, which a shell cannot run) given
+    to PyTPU's notebook runner: `python -m pytpu.runtime.notebook train.ipynb`."""
+    starts = []
+    for words in _simple_commands(command):
+        index = _command_start([word.value for word in words])
+        if index < len(words) and is_notebook(words[index].value):
+            starts.append(words[index].start)
+    for start in reversed(starts):
+        command = f"{command[:start]}python -m {RUNNER_MODULE} {command[start:]}"
+    return command
 
 
 def _argparse_flags(source: str) -> dict[str, str | None]:
@@ -494,7 +553,7 @@ def _argparse_flags(source: str) -> dict[str, str | None]:
 
 
 def accelerator_flag(root: Path, entry: str | None) -> str | None:
-    if entry is None:
+    if entry is None or is_notebook(entry):  # a notebook takes no command-line flags
         return None
     flags = _argparse_flags((root / entry).read_text(encoding="utf-8", errors="replace"))
     return next(
@@ -506,6 +565,7 @@ def accelerator_flag(root: Path, entry: str | None) -> str | None:
 def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | None:
     """The given command, or one built from the entry script's own flags for a short run."""
     if given:
+        given = runnable(given)
         entry = entry_script(root, given)
         return RunCommand(given, entry, accelerator_flag(root, entry), guessed=False)
     candidates = entry_scripts(root, suite_dir)
@@ -590,7 +650,9 @@ def setting_variants(root: Path, command: RunCommand) -> tuple[list[Variant], li
     the command gives it: each is one more run of the program down another branch.
 
     Returns the variants, and (variant, reason) for those not to run."""
-    if command.entry is None or not _ends_with_script(command.command, command.entry):
+    if command.entry is None or is_notebook(command.entry):  # a notebook takes no options
+        return [], []
+    if not _ends_with_script(command.command, command.entry):
         return [], []
     path = root / command.entry
     try:
@@ -719,7 +781,10 @@ class StepSetting:
 def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetting]:
     """The entry script's step or epoch settings that have a value: integer argparse options
     the command gives or that have a default, and integer globals of such a name where the
-    command sets the script's globals (`--max_iters=20`, nanoGPT's configurator)."""
+    command sets the script's globals (`--max_iters=20`, nanoGPT's configurator). A notebook
+    has none: its settings are in its cells, which a command does not set."""
+    if is_notebook(call.entry):
+        return []
     try:
         module = cst.parse_module((root / call.entry).read_bytes())
     except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):

@@ -18,6 +18,8 @@ import torch
 
 import pytpu.runtime
 from pytpu.engine.testgen import discover
+from pytpu.runtime.cells import source_file
+from pytpu.runtime.kernel import is_notebook
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REQUIREMENTS = """\
@@ -35,7 +37,11 @@ def snake(name: str) -> str:
 
 
 def file_slug(relative: str) -> str:
-    return snake(relative.removesuffix(".py").replace("/", "_")) + "_py"
+    """`pkg/model.py` -> pkg_model_py; `nb.ipynb` -> nb_ipynb, its cell `nb.ipynb#cell5` ->
+    nb_ipynb_cell5."""
+    if relative.endswith(".py"):
+        return snake(relative.removesuffix(".py").replace("/", "_")) + "_py"
+    return snake(relative.replace("/", "_"))
 
 
 @dataclass
@@ -141,6 +147,8 @@ class _Code:
         self.imports: set[str] = set()
 
     def loader_for(self, relative: str) -> str:
+        """The test module's name for the file of `relative` (a notebook for its cells)."""
+        relative = source_file(relative)
         if relative not in self.loaders:
             name = file_slug(Path(relative).name)
             taken = set(self.loaders.values()) | {"support", "suite", "torch", "pytest", "st"}
@@ -217,10 +225,10 @@ def write(plan: SuitePlan, directory: Path) -> Index:
     _write_settings(plan, directory, environment)
     header = {"command": plan.command.command, "rerecord": plan.rerecord}
     index: Index = {}
-    by_file: dict[str, list[Unit]] = {}
+    by_file: dict[str, list[Unit]] = {}  # a notebook's cells' units together
     for unit in plan.units:
         if unit.tests:
-            by_file.setdefault(unit.file, []).append(unit)
+            by_file.setdefault(source_file(unit.file), []).append(unit)
     for relative, units in sorted(by_file.items()):
         index |= _write_unit_tests(plan, relative, units, directory, environment, header)
     if plan.steps or plan.metrics or plan.variants or plan.runs_test:
@@ -276,21 +284,23 @@ def _write_unit_tests(
 
 
 def _loaders(units: list[Unit], code: _Code) -> list[dict[str, Any]]:
-    """How the test module loads each file its units come from: a script with the module-level
-    values its definitions read, or a module by import."""
-    scripts = {u.file for u in units if u.record.get("script")}
+    """How the test module loads each file its units come from: a script or a notebook with the
+    module-level values its definitions read, or a module by import."""
     globals_by_file: dict[str, dict[str, Any]] = {}
     for unit in units:
         if unit.record.get("script"):
-            globals_by_file.setdefault(unit.file, {}).update(unit.record.get("globals", {}))
+            file = source_file(unit.file)
+            globals_by_file.setdefault(file, {}).update(unit.record.get("globals", {}))
     loaders = []
     for file, name in list(code.loaders.items()):
         entries = sorted(globals_by_file.get(file, {}).items())
+        kind = "script" if file in globals_by_file else "module"
+        kind = "notebook" if is_notebook(file) else kind
         loaders.append(
             {
                 "file": file,
                 "name": name,
-                "script": file in scripts,
+                "kind": kind,
                 "globals": [(k, code.value(v, "support.device()")) for k, v in entries],
             }
         )

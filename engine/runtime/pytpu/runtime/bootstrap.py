@@ -7,7 +7,9 @@ The child side: Python imports `startup/sitecustomize.py` at start-up, which cal
 hands over to the environment's own sitecustomize, if any, then maps CUDA to the CPU when the
 program runs there (the original code takes its CUDA path, the work done on the CPU) and installs
 the harness (test generation) or the step timer (the benchmark). Without those settings it does
-nothing, and imports nothing heavy: every Python the program starts runs it too.
+nothing, and imports nothing heavy: every Python the program starts runs it too. A notebook's
+run is the exception: the process that runs the notebook (`jupyter execute nb.ipynb`) takes
+nothing, and its kernel, which inherits the environment, takes PyTPU (`pytpu.runtime.kernel`).
 """
 
 from __future__ import annotations
@@ -159,30 +161,64 @@ def _is_python_script(path: Path) -> bool:
 
 class RepositoryFiles:
     """Which source files are the repository's own code (not its tests, environments or
-    libraries), and their paths relative to its root."""
+    libraries), by their names relative to its root; in an IPython kernel, the code of its
+    notebook's cells too, named `nb.ipynb#cell5` (`pytpu.runtime.cells`)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root).resolve()
-        self.repo_files: dict[str, bool] = {}
+        self.names: dict[str, str | None] = {}  # file name -> its name in the repository, or None
+        self.offsets: dict[str, int] = {}  # a cell's code -> the lines IPython dropped before it
+        self.folder = os.getcwd()  # where a kernel starts: its notebook's folder
+        self._cells: Any = None  # the kernel's cells.CellIndex, made when first needed
 
     def in_repo(self, filename: str) -> bool:
-        known = self.repo_files.get(filename)
-        if known is None:
-            try:
-                path = Path(filename).resolve()
-                parts = path.relative_to(self.root).parts if self.root in path.parents else ()
-                known = path.suffix == ".py" and bool(parts)
-                # The repository's tests, this suite and environments inside it are not its code.
-                known = known and not any(
-                    part in ("tests", "site-packages") or part.startswith(".") for part in parts
-                )
-            except (OSError, ValueError):
-                known = False
-            self.repo_files[filename] = known
-        return known
+        return self.name(filename) is not None
+
+    def name(self, filename: str) -> str | None:
+        if filename not in self.names:
+            self.names[filename] = self._file_name(filename) or self._cell_name(filename)
+        return self.names[filename]
 
     def relative(self, filename: str) -> str:
-        return Path(filename).resolve().relative_to(self.root).as_posix()
+        name = self.name(filename)
+        if name is None:
+            return Path(filename).resolve().relative_to(self.root).as_posix()
+        return name
+
+    def line(self, filename: str, line: int) -> int:
+        """A line of `filename`'s code as its file (or cell) numbers it."""
+        return line + self.offsets.get(filename, 0)
+
+    def _file_name(self, filename: str) -> str | None:
+        try:
+            path = Path(filename).resolve()
+            parts = path.relative_to(self.root).parts if self.root in path.parents else ()
+        except (OSError, ValueError):
+            return None
+        # The repository's tests, this suite and environments inside it are not its code.
+        outside = any(part in ("tests", "site-packages") or part.startswith(".") for part in parts)
+        if path.suffix != ".py" or not parts or outside:
+            return None
+        return "/".join(parts)
+
+    def _cell_name(self, filename: str) -> str | None:
+        if self._cells is None:
+            from pytpu.runtime.cells import CellIndex
+
+            self._cells = CellIndex(self.root, self.folder)
+        found = self._cells.locate(filename)
+        if found is None:
+            return None
+        name, self.offsets[filename] = found
+        self.cell_ran()
+        return name
+
+    def cell_ran(self) -> None:
+        """Called when the code of a notebook's cell is first seen."""
+
+    def notebooks(self) -> list[str]:
+        """The notebooks whose cells ran in this process (a kernel), relative to the root."""
+        return self._cells.notebooks if self._cells is not None and self.offsets else []
 
 
 def start(folder: str) -> None:
@@ -194,7 +230,11 @@ def start(folder: str) -> None:
         coverage.process_startup()
     for name, module in ((HARNESS_ENV, "harness"), (TIMER_ENV, "timer")):
         if os.environ.get(name):
-            install(module, json.loads(_settings_text(os.environ[name])))
+            from pytpu.runtime import kernel
+
+            # The process that runs a notebook is not the program; its kernel is.
+            if not kernel.hand_over(sys.orig_argv, sys.argv):
+                install(module, json.loads(_settings_text(os.environ[name])))
             return
 
 

@@ -17,6 +17,7 @@ import dis
 import enum
 import functools
 import inspect
+import linecache
 import math
 import os
 import sys
@@ -28,12 +29,13 @@ from typing import Any
 import torch
 
 from pytpu.runtime.bootstrap import RepositoryFiles
+from pytpu.runtime.cells import MAGIC_BODY, source_file
 from pytpu.runtime.support import (
     SEED,
     HostRandom,
     UnitUnavailable,
     batch_size,
-    is_definition,
+    definitions,
     map_tensors,
     seed_everything,
     tensors,
@@ -68,16 +70,25 @@ class Harness(RepositoryFiles):
         self.busy = False
         self.probe_failures: dict[str, str] = {}
         self.probing: str | None = None  # the class being called for the suite, not the program
+        self.written = False
 
     # where code comes from
 
     def call_site(self) -> tuple[str, int, str] | None:
-        """The innermost frame of the repository's code: file, line and function."""
-        frame = sys._getframe(2)
+        """The innermost frame of the repository's code: file, line and function. The body of
+        a `%%time` cell is the cell's: IPython compiles it apart, its lines after the magic's."""
+        frame, body = sys._getframe(2), None
         while frame is not None:
-            if self.in_repo(frame.f_code.co_filename):
-                code = frame.f_code
-                return self.relative(code.co_filename), frame.f_lineno, code.co_qualname
+            code = frame.f_code
+            if self.in_repo(code.co_filename):
+                line, name = self.line(code.co_filename, frame.f_lineno), code.co_qualname
+                if body is not None:
+                    line, name = line + body.f_lineno, body.f_code.co_qualname
+                return self.relative(code.co_filename), line, name
+            if code.co_filename == MAGIC_BODY and body is None:
+                body = frame
+            elif code.co_name == "run_line_magic":
+                body = None  # `%time x = f()`: on the magic's own line
             frame = frame.f_back
         return None
 
@@ -93,6 +104,26 @@ class Harness(RepositoryFiles):
         if self.capture:
             self._watch_units()
         atexit.register(self.write)
+        global _class_source
+        _class_source = self.class_source
+
+    def cell_ran(self) -> None:
+        # In a kernel, IPython clears the notebook's namespace at exit, by an atexit function
+        # registered as the kernel started, after the one above: registered again now, the
+        # write runs first (atexit runs the latest first) and can still call the cells' classes.
+        atexit.unregister(self.write)
+        atexit.register(self.write)
+
+    def class_source(self, cls: type) -> str:
+        """The file a class is defined in, as a path: a notebook cell's class as
+        `<root>/nb.ipynb#cell5`, or, without code of its own there (a dataclass's methods are
+        made from strings), `<root>/nb.ipynb`."""
+        filename = class_file(cls)
+        if filename and self.in_repo(filename):
+            return str(self.root / self.relative(filename))
+        if _is_main(cls.__module__) and self.notebooks():
+            return str(self.root / self.notebooks()[0])
+        return filename or ""
 
     def _watch_training(self) -> None:
         harness = self
@@ -203,13 +234,11 @@ class Harness(RepositoryFiles):
         sys.setprofile(self._profile)
 
     def is_repo_class(self, cls: type) -> bool:
-        module = sys.modules.get(cls.__module__)
-        filename = module_file(module)
+        filename = class_file(cls)
         return bool(filename) and self.in_repo(filename)
 
     def class_id(self, cls: type) -> str:
-        module = sys.modules[cls.__module__]
-        return f"{self.relative(module_file(module))}::{cls.__qualname__}"
+        return f"{self.relative(class_file(cls))}::{cls.__qualname__}"
 
     def constructor_arguments(self, module: torch.nn.Module) -> dict[str, Any]:
         """The arguments of the outermost __init__ of this instance, read from its frame."""
@@ -232,8 +261,11 @@ class Harness(RepositoryFiles):
         except UnitUnavailable as exc:
             return {"error": str(exc)}
 
-    def script_globals(self, code_objects: list[types.CodeType], namespace: dict) -> dict:
-        """Module-level values a script's definition reads (scripts are loaded without running).
+    def script_globals(
+        self, code_objects: list[types.CodeType], namespace: dict, name: str
+    ) -> dict:
+        """Module-level values a script's (or notebook's) definition reads, the definition's
+        file named `name` (scripts and notebooks are loaded without running).
 
         Names the script binds by an import, def or class are loaded with it; every other global
         the code reads must be written down, or the unit cannot be reproduced.
@@ -248,7 +280,7 @@ class Harness(RepositoryFiles):
                 if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
             )
             pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        defined = _defined_names(module_file(sys.modules.get(namespace.get("__name__"))) or "")
+        defined = _defined_names(str(self.root / source_file(name)))
         return {
             name: describe(namespace[name])
             for name in sorted(names)
@@ -262,16 +294,17 @@ class Harness(RepositoryFiles):
             self.skipped[name] = constructor["error"]
             return
         try:
-            record = self.unit_record(cls.__module__, args, kwargs)
-            codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+            file = name.partition("::")[0]
+            record = self.unit_record(file, _is_main(cls.__module__), args, kwargs)
+            functions = [f for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+            namespace = functions[0].__globals__ if functions else vars(sys.modules[cls.__module__])
+            codes = [f.__code__ for f in functions]
             record.update(
                 kind="module",
                 constructor=constructor["kwargs"],
                 training=module.training,
-                globals=self.script_globals(codes, sys.modules[cls.__module__].__dict__)
-                if record["script"]
-                else {},
-                line=inspect.getsourcelines(cls)[1],
+                globals=self.script_globals(codes, namespace, file) if record["script"] else {},
+                line=self.class_line(cls),
                 submodule_of_repo=False,
             )
         except UnitUnavailable as exc:
@@ -285,7 +318,19 @@ class Harness(RepositoryFiles):
         self.units[name] = record
         self.skipped.pop(name, None)
 
-    def unit_record(self, module_name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    def class_line(self, cls: type) -> int:
+        """The line of a class (inspect does not find a notebook cell's: its first method's)."""
+        try:
+            return inspect.getsourcelines(cls)[1]
+        except (OSError, TypeError):
+            codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+            if not codes:
+                raise
+            return min(self.line(c.co_filename, c.co_firstlineno) for c in codes)
+
+    def unit_record(self, file: str, script: bool, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """The record of a unit of `file` (its name in the repository), a script's (or
+        notebook's) when `script`, called with `args` and `kwargs`."""
         if not tensors([args, kwargs]):
             raise UnitUnavailable("called without tensor inputs")
         for value in [*args, *kwargs.values()]:
@@ -303,14 +348,7 @@ class Harness(RepositoryFiles):
                     f"its inputs take {size // 1024} KiB, over the {self.max_unit_bytes // 1024}"
                     " KiB a unit may record; raise --max-unit-kib or exclude the unit"
                 )
-        module = sys.modules[module_name]
-        return {
-            "args": args,
-            "kwargs": kwargs,
-            "file": self.relative(module_file(module)),
-            "script": module_name == "__main__" or module_name == "__mp_main__",
-            **cut,
-        }
+        return {"args": args, "kwargs": kwargs, "file": file, "script": script, **cut}
 
     def cut_batch(self, args: list, kwargs: dict) -> tuple[list, dict]:
         """Keep the first few samples of inputs that share the first input's leading size."""
@@ -340,14 +378,13 @@ class Harness(RepositoryFiles):
                 return
             self.busy = True
             try:
-                record = self.unit_record(frame.f_globals["__name__"], tuple(values), {})
+                file, script = name.partition("::")[0], _is_main(frame.f_globals["__name__"])
+                record = self.unit_record(file, script, tuple(values), {})
                 record.update(
                     kind="function",
-                    line=code.co_firstlineno,
+                    line=self.line(code.co_filename, code.co_firstlineno),
                     pending=id(frame),
-                    globals=self.script_globals([code], frame.f_globals)
-                    if record["script"]
-                    else {},
+                    globals=self.script_globals([code], frame.f_globals, file) if script else {},
                 )
                 self.units[name] = record
             except UnitUnavailable as exc:
@@ -364,6 +401,9 @@ class Harness(RepositoryFiles):
                 self.skipped.setdefault(name, "does not return tensors")
 
     def write(self) -> None:
+        if self.written:
+            return
+        self.written = True
         sys.setprofile(None)
         if self.capture:
             # Twice: a class may be called inside another that comes later in the list.
@@ -377,11 +417,7 @@ class Harness(RepositoryFiles):
                 del self.units[name]
         result = {
             "steps": self.steps + self.backwards,
-            "files": sorted(
-                self.relative(filename)
-                for module in list(sys.modules.values())
-                if (filename := module_file(module)) and self.in_repo(filename)
-            ),
+            "files": self.files_run(),
             "units": self.units,
             "skipped": self.skipped,
             "xla_executions": _xla_executions(),
@@ -390,6 +426,19 @@ class Harness(RepositoryFiles):
         path = self.out / f"harness-{os.getpid()}.pt"
         torch.save(result, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
+
+    def files_run(self) -> list[str]:
+        """The repository's files the program loaded, and the notebook cells it ran (code that
+        linecache keeps without a file: what a kernel compiled)."""
+        files = {
+            self.relative(filename)
+            for module in list(sys.modules.values())
+            if (filename := module_file(module)) and self.in_repo(filename)
+        }
+        for filename, entry in list(linecache.cache.items()):
+            if len(entry) == 4 and entry[1] is None and self.in_repo(filename):
+                files.add(self.relative(filename))
+        return sorted(files)
 
     # classes the run never called: constructed as the repository does, fed what the first layer
     # expects
@@ -422,6 +471,8 @@ class Harness(RepositoryFiles):
             self.units[name]["made_for"] = layer
 
     def loaded(self, relative: str) -> types.ModuleType | None:
+        if source_file(relative) in self.notebooks():
+            return sys.modules.get("__main__")  # a kernel's namespace: its notebook's cells'
         path = (self.root / relative).resolve()
         for module in list(sys.modules.values()):
             filename = module_file(module)
@@ -484,6 +535,27 @@ def first_layer_input(module: torch.nn.Module) -> tuple[torch.Tensor, str]:
 
 
 _MAIN_FILE = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None
+
+
+def _is_main(module_name: str) -> bool:
+    """Code of a script run as the program, or of a notebook's cells (a kernel's `__main__`)."""
+    return module_name in ("__main__", "__mp_main__")
+
+
+def class_file(cls: type) -> str | None:
+    """The file a class is defined in: its module's, or for a class of a notebook's cell (its
+    module `__main__` has no file), that of its methods' code."""
+    filename = module_file(sys.modules.get(cls.__module__))
+    if filename is None and _is_main(cls.__module__):
+        codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+        # not the methods a dataclass makes from strings (`<string>`)
+        filename = next((c.co_filename for c in codes if not c.co_filename.startswith("<")), None)
+    return filename
+
+
+# How a description names a class's file: the installed harness names a notebook's classes by
+# their cell (`Harness.class_source`).
+_class_source: Any = lambda cls: class_file(cls) or ""  # noqa: E731
 
 
 def module_file(module: types.ModuleType | None) -> str | None:
@@ -580,22 +652,19 @@ def _fields(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _class_reference(cls: type) -> dict[str, str]:
-    module = sys.modules.get(cls.__module__)
-    return {"module": cls.__module__, "file": module_file(module) or "",
-            "qualname": cls.__qualname__}  # fmt: skip
+    return {"module": cls.__module__, "file": _class_source(cls), "qualname": cls.__qualname__}
 
 
 @functools.cache
 def _defined_names(filename: str) -> frozenset[str]:
-    """Names a file binds by imports, defs and classes at module level."""
+    """Names a file (a script, or a notebook's cells) binds by imports, defs and classes at
+    module level."""
     try:
-        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+        trees = definitions(Path(filename))
     except (OSError, SyntaxError, ValueError):
         return frozenset()
     names = set()
-    for node in tree.body:
-        if not is_definition(node):
-            continue
+    for node in (node for _, tree in trees for node in tree.body):
         for inner in ast.walk(node) if isinstance(node, ast.Try) else [node]:
             if isinstance(inner, (ast.Import, ast.ImportFrom)):
                 names.update((a.asname or a.name).split(".")[0] for a in inner.names)

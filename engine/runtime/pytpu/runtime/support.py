@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
-from pytpu.runtime import bootstrap
+from pytpu.runtime import bootstrap, cells, ipython
 from pytpu.runtime.bootstrap import BASELINE_ENV, DEVICES
+from pytpu.runtime.kernel import is_notebook
 
 SEED = 0
 
@@ -96,6 +97,31 @@ def to_cpu(value: Any) -> Any:
 
 
 # --- calling the code under test ----------------------------------------------------------------
+
+
+def definitions(path: Path) -> list[tuple[str, ast.Module]]:
+    """What loading a script or a notebook without running it keeps: its imports, functions and
+    classes at the top level, as (the name to compile them under, the module). A notebook's code
+    cells each on their own, in order (`nb.ipynb#cell5`), IPython's lines masked as the rewriter
+    masks them; a cell magic that is not Python (`%%bash`) or a cell that does not parse is left
+    out."""
+    if not is_notebook(path.name):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        return [(str(path), _definitions_of(tree))]
+    found, numbers = [], []  # numbers: the placeholders handed out, as ipython.mask wants
+    for number, source in cells.code_cells(path):
+        try:
+            masked = ipython.mask(source, numbers)
+        except ipython.NotPython:
+            continue
+        name = cells.cell_id(str(path), number)
+        found.append((name, _definitions_of(ast.parse(masked.text, filename=name))))
+    return found
+
+
+def _definitions_of(tree: ast.Module) -> ast.Module:
+    tree.body = [node for node in tree.body if is_definition(node)]
+    return tree
 
 
 def is_definition(node: ast.stmt) -> bool:
@@ -530,6 +556,29 @@ def package_location(path: Path) -> tuple[Path, str | None]:
     return folder, ".".join(parts)
 
 
+def _definitions_module(
+    name: str, path: Path, folder: Path, names: dict[str, Any]
+) -> types.ModuleType:
+    """A new module `name` for the definitions of the file at `path`, registered in sys.modules
+    (the recordings' classes are found by it), `folder` on sys.path."""
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    module.__dict__.update(names)
+    return module
+
+
+def _run_definitions(
+    module: types.ModuleType, path: Path, names: dict[str, Any]
+) -> types.ModuleType:
+    for filename, tree in definitions(path):
+        exec(compile(tree, filename, "exec"), module.__dict__)  # noqa: S102 - the user's own code
+    module.__dict__.update(names)  # a definition must not shadow what the run had
+    return module
+
+
 class Suite:
     """The suite a test file belongs to: its folder holds `suite.json` (where the repository is,
     the recorded command, the repository's factor on the tolerances) and the recordings
@@ -575,21 +624,23 @@ class Suite:
         recorded run had.
         """
         path = self.root / relative
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        tree.body = [node for node in tree.body if is_definition(node)]
         top, dotted = package_location(path)
-        if str(top) not in sys.path:
-            sys.path.insert(0, str(top))
         name = "pytpu_script_" + re.sub(r"\W", "_", relative.removesuffix(".py"))
-        module = types.ModuleType(name)
-        module.__file__ = str(path)
+        module = _definitions_module(name, path, top, names)
         if dotted is not None:  # run as `python -m pkg.train`: its relative imports resolve
             module.__package__ = dotted.rpartition(".")[0]
-        sys.modules[module.__name__] = module
-        module.__dict__.update(names)
-        exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own code
-        module.__dict__.update(names)  # a definition must not shadow what the run had
-        return module
+        return _run_definitions(module, path, names)
+
+    def load_notebook(self, relative: str, **names: Any) -> types.ModuleType:
+        """Load a notebook's imports, functions and classes without running its cells.
+
+        Its code cells' definitions, in order, make one module (the recorded run's `__main__`,
+        whose classes the recordings name by their cells), its folder on sys.path; the
+        module-level values the definitions read are given as `names`, as for a script."""
+        path = self.root / relative
+        name = "pytpu_notebook_" + re.sub(r"\W", "_", relative.removesuffix(".ipynb"))
+        module = _definitions_module(name, path, path.parent, names)
+        return _run_definitions(module, path, names)
 
     # the recordings
 
