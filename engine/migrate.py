@@ -365,7 +365,8 @@ def _benchmark(
     not_run = [(p.name, why) for p in recorded if p not in chosen]
     if not runs:  # the report still has a benchmark section: it says why none ran
         first = recorded[0]
-        section = benchmark.skipped(first.generated.command, f"`{first.name}`: {why}", WARMUP, STEPS)
+        reason = f"`{first.name}`: {why}"
+        section = benchmark.skipped(first.generated.command, reason, WARMUP, STEPS)
         runs.append(BenchmarkRun(first.name, section, nothing_on_xla=False))
     return BenchmarkRuns(tuple(runs), tuple(not_run))
 

@@ -47,9 +47,10 @@ def test_each_program_gets_a_suite_of_its_own(generated):
     ]
     assert result.programs[0].trains and not result.programs[1].trains
     assert ("program", "runs to completion", ["exit status 0"], "sample") in result.tested
-    assert "--run 'train: python train.py --steps 2'" in (
-        suite / "train" / "test_train_program.py"
-    ).read_text()
+    assert (
+        "--run 'train: python train.py --steps 2'"
+        in (suite / "train" / "test_train_program.py").read_text()
+    )
 
 
 def test_the_programs_tests_run_in_the_programs_order(generated):

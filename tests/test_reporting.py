@@ -471,8 +471,10 @@ def test_several_programs_get_their_rows_sections_and_a_mean_speedup():
     doc["verdict"]["speedup"] = 1.0
     text = render(doc)
     programs = section(text, "Programs")
-    assert "| `multinode` | `torchrun multinode.py 2 1` | configured | — | ❌ could not run: " \
+    assert (
+        "| `multinode` | `torchrun multinode.py 2 1` | configured | — | ❌ could not run: "
         "exited with 1: |" in programs
+    )
     assert "| `sample` |" in programs and "it takes no training step" in programs
     parity = section(text, "Test parity")
     assert "| Test | Program | Before | After |" in parity and "| multigpu | passed |" in parity

@@ -5,8 +5,8 @@ times it (the benchmark). A command whose Python cannot take PyTPU says why."""
 
 from __future__ import annotations
 
-import json
 import importlib.util
+import json
 import sys
 from pathlib import Path
 

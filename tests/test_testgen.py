@@ -396,8 +396,7 @@ def test_a_suite_imports_package_modules_by_their_names(tmp_path, monkeypatch):
         "from .layers import double\n\n\ndef forward(x):\n    return double(x) + 1\n"
     )
     (package / "train.py").write_text(
-        "from .model import forward\n\n\ndef step(x):\n    return forward(x)\n\n\n"
-        "print(step(1))\n"
+        "from .model import forward\n\n\ndef step(x):\n    return forward(x)\n\n\nprint(step(1))\n"
     )
     suite_dir = tmp_path / "tests" / "pytpu"
     suite_dir.mkdir(parents=True)

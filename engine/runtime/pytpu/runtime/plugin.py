@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     orders: dict[Path, int | None] = {}
     places = [i for i, item in enumerate(items) if _order(item, orders) is not None]
     ordered = sorted((items[i] for i in places), key=lambda item: _order(item, orders))
-    for place, item in zip(places, ordered):
+    for place, item in zip(places, ordered, strict=True):
         items[place] = item
 
 
