@@ -60,6 +60,26 @@ CONFIGURATOR = """
         assert key in globals(), key
         globals()[key] = literal_eval(value)
 """
+# pytorch/examples' style: `--dry-run` stops after one step, whatever the epochs.
+DRY_RUN = """
+    import argparse
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--dry-run", action="store_true", help="one step only")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(args.epochs):
+        for step in range(20):
+            optimizer.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            if args.dry_run:
+                break
+"""
 # A fixed number of steps, whatever the options say.
 FIXED = """
     import argparse
@@ -200,6 +220,7 @@ def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, mi
         "from": "python train.py --steps 4",
         "steps_ran": 4,
         "settings": [{"option": "--steps", "from": 4, "to": 10}],
+        "dropped": [],
     }
     assert bench["baseline"]["steps_timed"] == bench["target"]["steps_timed"] == STEPS
     assert bench["target"]["compile"]["graphs"] >= 1 and bench["speedup"] > 0
@@ -247,3 +268,34 @@ def test_a_configured_benchmark_command_is_timed_as_written(tmp_path):
     )  # fmt: skip
     assert bench["command"] == "python train.py --epochs 1" and bench["lengthened"] is None
     assert bench["baseline"]["error"].endswith(": give a longer `benchmark` command")
+
+
+def test_a_dry_run_switch_is_left_out_before_any_setting_is_raised(tmp_path):
+    root = _program(tmp_path, DRY_RUN)
+    command = "python train.py --verbose --dry-run --epochs 1 > log"
+    plan = _longer(root, command, _short(1))
+    assert plan.command == "python train.py --verbose --epochs 1 > log"  # --verbose is no switch
+    assert plan.dropped == ("--dry-run",) and plan.raised == {}
+
+
+def test_the_benchmark_times_a_dry_run_program_without_its_switch(tmp_path):
+    root = _program(tmp_path, DRY_RUN)
+    sides = ((root, "cpu"), (root, "cpu"))
+    bench = benchmark.run(sides, "python train.py --dry-run", None, WARMUP, STEPS)
+    assert bench["error"] is None, bench["error"]
+    assert bench["command"] == "python train.py"
+    assert bench["lengthened"] == {
+        "from": "python train.py --dry-run",
+        "steps_ran": 1,
+        "settings": [],
+        "dropped": ["--dry-run"],
+    }
+    assert bench["baseline"]["steps_timed"] == STEPS
+    document = copy.deepcopy(load("parity"))
+    document["benchmark"] = bench
+    text = section(markdown.render(document), "Benchmark")  # checked against the schema first
+    assert (
+        "that ran 1 step, too few for the first step, "
+        f"{WARMUP} warm-up and {STEPS} timed steps, so PyTPU left out `--dry-run`, which cuts the"
+        " run short."
+    ) in text

@@ -136,6 +136,14 @@ def test_pattern_that_does_not_parse_is_an_error(tmp_path):
         kb.load(directory)
 
 
+def test_example_that_does_not_parse_is_an_error(tmp_path):
+    directory = _copy_kb(tmp_path)
+    examples = [{"before": "x = (", "after": "x = 1\n"}]
+    _edit_rule(directory, "cuda.yaml", "R-CUDA-06", examples=examples)
+    with pytest.raises(kb.KBError, match=r"cuda\.yaml: rule R-CUDA-06: examples: 'before' does"):
+        kb.load(directory)
+
+
 def test_duplicate_code_is_an_error(tmp_path):
     directory = _copy_kb(tmp_path)
     rule = yaml.safe_load((directory / "device.yaml").read_text())["rules"][0]

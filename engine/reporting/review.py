@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from pytpu.engine.rewriter.checkout import KINDS, FileResult, RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN, Finding
 from pytpu.engine.rewriter.kb import EFFORT_MINUTES
+
+if TYPE_CHECKING:  # (rich is loaded for the tables only: `rewrite` prints two plain lines)
+    from rich.console import Console
+    from rich.table import Table
 
 # Effort levels in the order a person reads them; "none" items still need a look, at no cost.
 LEVELS = ("low", "medium", "high", "none")
@@ -174,6 +174,9 @@ LEGEND = (
 
 def analysis_table(run: RunResult) -> Table:
     """HIPIFY's converted/unconverted statistics, one row per file with findings, and a total."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(
         title=f"CUDA-specific sites ({run.target})", caption=LEGEND, caption_justify="left"
     )
@@ -210,6 +213,8 @@ def scanned_line(run: RunResult) -> str:
 
 def print_analysis(run: RunResult, console: Console) -> Effort:
     """The table, the effort estimate and the review items, in that order."""
+    from rich.text import Text
+
     effort = estimate(run)
     if any(r.findings for r in run.files):
         console.print(analysis_table(run))

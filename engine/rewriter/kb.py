@@ -194,6 +194,7 @@ def load_file(path: Path) -> dict[str, Any]:
     seen = _validated_marker(text)
     if seen is None or not seen.exists():
         validate_document(document, str(path))
+        _check_examples(document, f"kb/{path.name}")
         _remember(seen)
     return document
 
@@ -355,15 +356,19 @@ def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
     keys = ("match", "where", "replace", "action", "note", "context")
     specs = raw.get("cases") or [{k: raw[k] for k in keys if k in raw}]
     rule.cases = [_compile_case(rule, spec) for spec in specs]
-    for example in rule.examples:
-        for label, text in (("before", example.before), ("after", example.after)):
-            try:
-                ast.parse(text)  # (the interpreter's parser: the examples run on it)
-            except SyntaxError as exc:
-                raise KBError(
-                    path, rule.id, f"examples: '{label}' does not parse: {exc.msg}"
-                ) from None
     return rule
+
+
+def _check_examples(document: dict[str, Any], path: str) -> None:
+    """Each example's code parses (with the interpreter's parser: the examples run on it)."""
+    for raw in document["rules"]:
+        for example in raw["examples"]:
+            for label in ("before", "after"):
+                try:
+                    ast.parse(example[label])
+                except SyntaxError as exc:
+                    message = f"examples: '{label}' does not parse: {exc.msg}"
+                    raise KBError(path, raw["id"], message) from None
 
 
 def load(directory: Path | None = None) -> KnowledgeBase:

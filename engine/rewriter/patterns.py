@@ -224,6 +224,15 @@ _LAYOUT_FIELDS = frozenset(
         "walrus",
         "arrow",
         "default_indicator",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "first_colon",
+        "second_colon",
+        "trailing_comma",
+        "leading_whitespace",
+        "last_line",
     }
 )
 _FIELD_CACHE: dict[type, tuple[str, ...]] = {}

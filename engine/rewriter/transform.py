@@ -413,7 +413,9 @@ def transform_module(
     new = imports.apply(module.visit(rewriter))
     findings = rewriter.findings
     anchors = {id(f): anchor(f.node) for f in findings if f.node is not None}
-    found, texts = codegen.positions(module, {id(a) for a in anchors.values()})
+    wanted = {id(a) for a in anchors.values()}
+    focus = _rewritten_statements(module, new, analysis)
+    found, texts = codegen.positions(module, wanted, text, focus)
     for finding in findings:
         site = anchors.get(id(finding))
         if site is not None and id(site) in found:
@@ -423,3 +425,12 @@ def transform_module(
     code, lines = codegen.generate(new, rewriter.comments, texts)
     comments = written_comments(rewriter.comments, lines)
     return TransformResult(module=new, findings=findings, code=code, comments=comments)
+
+
+def _rewritten_statements(
+    module: cst.Module, new: cst.Module, analysis: FileAnalysis
+) -> frozenset[int]:
+    """The top-level statements a finding may be in (the rewrite pass went into them) or that
+    the rewrite replaced: the ones whose original text is generated again."""
+    kept = {id(s) for s in new.body}
+    return frozenset(id(s) for s in module.body if id(s) in analysis.on_path or id(s) not in kept)

@@ -803,6 +803,36 @@ def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetti
     return found
 
 
+# Switches that cut a run short on purpose (one batch, one step): `--dry-run` in pytorch/examples,
+# `--smoke-test`, Lightning's `--fast_dev_run`. A benchmark drops them to time more steps.
+SHORT_RUN_SWITCH_NAMES = re.compile(r"dry_?run|smoke_?test|fast_?dev_?run|quick_?test")
+
+
+def short_run_switches(root: Path, call: ProgramCall) -> list[str]:
+    """The entry script's switches (argparse `store_true` options) named like `--dry-run` that
+    the command gives, as it writes them."""
+    if is_notebook(call.entry):
+        return []
+    try:
+        module = cst.parse_module((root / call.entry).read_bytes())
+    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+        return []
+    switches = set()
+    for found in m.findall(module, m.Call(func=m.Attribute(attr=m.Name("add_argument")))):
+        assert isinstance(found, cst.Call)
+        keywords = {a.keyword.value: a.value for a in found.args if a.keyword}
+        action = keywords.get("action")
+        if not isinstance(action, cst.SimpleString) or action.evaluated_value != "store_true":
+            continue
+        for arg in found.args:
+            value = arg.value
+            option = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+            if arg.keyword is None and isinstance(option, str) and option.startswith("--"):
+                if SHORT_RUN_SWITCH_NAMES.fullmatch(option[2:].lower().replace("-", "_")):
+                    switches.add(option)
+    return [word for word in dict.fromkeys(call.values) if word in switches]
+
+
 def _compared(test: cst.BaseExpression, settings: dict[str, _Setting]) -> list[tuple]:
     """(setting, the values that take the branch) for each comparison of a setting with strings
     in a branch's test: `x == 'a'`, `x in ['a', 'b']`, `x.startswith('a')`, `args.x != 'a'`."""

@@ -119,6 +119,7 @@ class _Lengthening:
     def __init__(self, given: str):
         self.given = given
         self.raised: dict[str, tuple[int, int]] = {}  # option -> (the given value, the latest)
+        self.dropped: list[str] = []  # switches left out (`--dry-run`)
         self.ran: list[int] = []  # the steps each command too short ran
 
     def plan(
@@ -133,33 +134,39 @@ class _Lengthening:
         """A longer command than `command`, which ran too few steps (`result`); else why not."""
         ran = result["steps_ran"]
         if self.ran and ran <= self.ran[-1]:
-            return f"raising {self._described()} gave no more steps; {ASK}"
+            return f"{self._described()} gave no more steps; {ASK}"
         if len(self.ran) == LENGTHENINGS:
-            return f"too few still with {self._described()}; {ASK}"
+            return f"too few still after {self._described()}; {ASK}"
         plan = longer(root, command, result, warmup, steps, timeout)
         if isinstance(plan, Longer):
             self.ran.append(ran)
             for option, (old, new) in plan.raised.items():
                 self.raised[option] = (self.raised.get(option, (old, new))[0], new)
+            self.dropped.extend(plan.dropped)
         return plan
 
     def summary(self) -> dict[str, Any] | None:
         """The report's `lengthened`: the given command, the steps it ran, what was raised."""
-        if not self.raised:
+        if not self.raised and not self.dropped:
             return None
         settings = [{"option": o, "from": a, "to": b} for o, (a, b) in self.raised.items()]
-        return {"from": self.given, "steps_ran": self.ran[0], "settings": settings}
+        given, ran = self.given, self.ran[0]
+        return {"from": given, "steps_ran": ran, "settings": settings, "dropped": self.dropped}
 
     def _described(self) -> str:
-        return ", ".join(f"{o} from {a} to {b}" for o, (a, b) in self.raised.items())
+        left_out = [f"leaving out {switch}" for switch in self.dropped]
+        raised = [f"raising {o} from {a} to {b}" for o, (a, b) in self.raised.items()]
+        return ", ".join(left_out + raised)
 
 
 @dataclass(frozen=True)
 class Longer:
-    """A command made longer: each step or epoch setting raised, (its value, the new value)."""
+    """A command made longer: each step or epoch setting raised, (its value, the new value), or
+    the switches that cut the run short left out."""
 
     command: str
     raised: dict[str, tuple[int, int]]
+    dropped: tuple[str, ...] = ()
 
 
 def longer(
@@ -168,14 +175,18 @@ def longer(
     """`command`, which ran too few steps (`result`), with the program's step or epoch settings
     raised in proportion to the steps the benchmark needs, within the time limit; else why not.
 
-    The settings the command gives are raised (else those with a default): each by the factor of
-    planned steps over the steps that ran, so that epochs scale by the steps per epoch seen."""
+    A switch that cuts the run short (`--dry-run`) is left out first. The settings the command
+    gives are raised (else those with a default): each by the factor of planned steps over the
+    steps that ran, so that epochs scale by the steps per epoch seen."""
     call = discover.program_call(root, command)
     if call is None:
         return (
             "PyTPU found no Python script in the command to raise a step or epoch setting of"
             f" (it reads `python x.py`, `python -m module`, `torchrun x.py`); {ASK}"
         )
+    switches = discover.short_run_switches(root, call)
+    if switches:
+        return Longer(_without(command, call, switches), {}, tuple(switches))
     found = [s for s in discover.step_settings(root, call, command) if s.value > 0]
     if not found:
         return (
@@ -216,6 +227,16 @@ def _with_values(command: str, call: discover.ProgramCall, values: dict[str, int
     edits.append((call.end, call.end, "".join(added)))
     for start, end, text in sorted(edits, reverse=True):
         command = command[:start] + text + command[end:]
+    return command
+
+
+def _without(command: str, call: discover.ProgramCall, switches: list[str]) -> str:
+    """`command` without the program's arguments that are one of `switches` (and the space
+    before each)."""
+    for word in sorted(call.arguments, key=lambda w: w.start, reverse=True):
+        if word.value in switches:
+            start = word.start - 1 if command[word.start - 1 : word.start] == " " else word.start
+            command = command[:start] + command[word.end :]
     return command
 
 
