@@ -8,6 +8,12 @@ through `attempt`, which logs the failure and keeps it with what it means and ho
 tells the failures whose step is `in_reply`, after the PR's link; the job log (as warning
 annotations) and the job summary tell them all; the exit code stays the migration's.
 
+The two calls that make the pull request, the push of `pytpu/migrate` and opening (or updating)
+the pull request, are steps too, run `during` their step: without them there is no pull request,
+so their failure is the run's ("PyTPU could not finish", `unfinished`), but a 403 there is
+explained the same way, with the permission the step needs (a new repository's first run is
+where a workflow without `contents: write` or `pull-requests: write` shows).
+
 Each call is a `Step` in `STEPS`; each kind of failure (an HTTP status, an exception class) has
 its explainer in `EXPLAINERS`: a new call or a new answer is one entry, not a new branch.
 """
@@ -15,7 +21,8 @@ its explainer in `EXPLAINERS`: a new call or a new answer is one entry, not a ne
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from github import GithubException, RateLimitExceededException
@@ -23,24 +30,29 @@ from requests.exceptions import RetryError
 
 from pytpu.bot import github_api
 from pytpu.bot.tokens import redact
+from pytpu.engine import gitrepo
 
 log = logging.getLogger("pytpu.bot")
 # Where users keep PyTPU's workflow when they copied the example (examples/workflows/pytpu.yml).
 WORKFLOW_FILE = ".github/workflows/pytpu.yml"
 # GitHub names the fine-grained permissions an endpoint accepts in this header of its answers.
 ACCEPTED_PERMISSIONS = "x-accepted-github-permissions"
+# GitHub's 403 to the job's token when the repository's (or its organisation's) settings do not let
+# workflows open pull requests, whatever the job's `permissions:` say: a setting, not a permission.
+ACTIONS_MAY_NOT_OPEN_PULLS = "GitHub Actions is not permitted to create or approve pull requests"
 
 
 @dataclass(frozen=True)
 class Step:
-    """A call made after the pull request exists, and what its failure means."""
+    """A call around the pull request, and what its failure means."""
 
     name: str
     does: str  # what it was for, after "could not": "post the commit status ..."
     permission: str  # the job permission it needs, as a workflow's `permissions:` spells it
-    resource: str  # what a 404 did not find
-    likely: str  # why it most likely was not found
-    # Told in the reply too. Not a failed reaction (reactions are decoration), nor a failed reply.
+    resource: str = "the repository"  # what a 404 did not find
+    likely: str = "the token cannot see it (GitHub answers 404 rather than say it exists)"
+    # Told in the reply too (of a step that is `attempt`ed). Not a failed reaction (reactions are
+    # decoration), nor a failed reply.
     in_reply: bool = True
 
 
@@ -63,6 +75,22 @@ def register(step: Step) -> Step:
     return step
 
 
+# Before the pull request exists (run `during` their step, not `attempt`ed).
+PUSH = register(
+    Step(
+        name="push",
+        does=f"push the branch `{gitrepo.BRANCH}`",
+        permission="contents: write",
+    )
+)
+PULL_REQUEST = register(
+    Step(
+        name="pull-request",
+        does="open or update the pull request",
+        permission="pull-requests: write",
+    )
+)
+# Once it exists (`attempt`ed).
 STATUS = register(
     Step(
         name="status",
@@ -113,6 +141,36 @@ def attempt(
     return True
 
 
+class StepFailed(Exception):
+    """A step before the pull request exists failed (`cause`, also the `__cause__`)."""
+
+    def __init__(self, step: Step, cause: Exception) -> None:
+        super().__init__(str(cause))  # what the job's log and `pytpu action` print stays the same
+        self.step = step
+        self.cause = cause
+
+
+@contextmanager
+def during(step: Step) -> Iterator[None]:
+    """Run a call that makes the pull request: whatever it raises leaves as StepFailed, so the
+    "could not finish" reply knows which step GitHub refused (`unfinished`)."""
+    try:
+        yield
+    except Exception as exc:
+        raise StepFailed(step, exc) from exc
+
+
+def unfinished(exc: Exception) -> str:
+    """What stopped the run before the pull request existed, as a sentence: GitHub's answer (or
+    the error), and for a 403 on a step, the permission it needs and where to add it. Other
+    answers are told as GitHub (or git) gave them."""
+    if isinstance(exc, StepFailed):
+        if getattr(exc.cause, "status", None) == 403:
+            return explain(exc.step, exc.cause)
+        exc = exc.cause
+    return f"{_answer(exc)}."
+
+
 # --- what GitHub's answer means ------------------------------------------------------------------
 
 Explainer = Callable[[Step, Exception], str]
@@ -136,24 +194,35 @@ def explain(step: Step, exc: Exception) -> str:
         if key in EXPLAINERS:
             return EXPLAINERS[key](step, exc)
     if isinstance(exc, GithubException):
-        return f"GitHub answered {_answer(exc)}."
+        return f"{_answer(exc)}."
+    return _answer(exc)
+
+
+def _answer(exc: Exception) -> str:
+    """`GitHub answered 403 Forbidden`; for another error (git's), its class and message."""
+    if isinstance(exc, GithubException):
+        # GitHub's messages may end a sentence already.
+        return f"GitHub answered {github_api.describe(exc).rstrip('.')}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _answer(exc: GithubException) -> str:
-    return github_api.describe(exc).rstrip(".")  # GitHub's messages may end a sentence already
 
 
 @explains(403)
 def _forbidden(step: Step, exc: Exception) -> str:
-    assert isinstance(exc, GithubException)
+    if ACTIONS_MAY_NOT_OPEN_PULLS in _answer(exc):
+        return (
+            f"{_answer(exc)}: the repository's settings do not let workflows open pull requests, "
+            "whatever the job's `permissions:` say. Turn on **Allow GitHub Actions to create and "
+            "approve pull requests** in its Settings > Actions > General > Workflow permissions "
+            "(an organisation's own setting can keep it off), or pass a GitHub App or "
+            "fine-grained token as `token`."
+        )
     # GitHub's header is the authority where it is sent (App and fine-grained tokens, the job's
-    # GITHUB_TOKEN among them); the step's own permission otherwise.
-    needed = accepted_permissions(exc.headers) or [step.permission]
+    # GITHUB_TOKEN among them; git's answers have none); the step's own permission otherwise.
+    needed = accepted_permissions(getattr(exc, "headers", None)) or [step.permission]
     named = " or ".join(f"`{permission}`" for permission in needed)
     add = step.permission if step.permission in needed else needed[0]
     return (
-        f"GitHub answered {_answer(exc)}: the token lacks the {named} permission. "
+        f"{_answer(exc)}: the token lacks the {named} permission. "
         f"Add `{add}` to the `permissions:` block of the job that runs PyTPU (in "
         f"`{WORKFLOW_FILE}` if you copied PyTPU's example workflow, which lists everything "
         "PyTPU needs); a GitHub App or fine-grained token passed as `token` needs the same "
@@ -163,19 +232,12 @@ def _forbidden(step: Step, exc: Exception) -> str:
 
 @explains(404)
 def _not_found(step: Step, exc: Exception) -> str:
-    assert isinstance(exc, GithubException)
-    return (
-        f"GitHub answered {_answer(exc)}: {step.resource} was not found. Most likely {step.likely}."
-    )
+    return f"{_answer(exc)}: {step.resource} was not found. Most likely {step.likely}."
 
 
 @explains(RateLimitExceededException, 429)
 def _rate_limited(step: Step, exc: Exception) -> str:
-    assert isinstance(exc, GithubException)
-    return (
-        f"GitHub answered {_answer(exc)}: its rate limit outlasted PyTPU's waiting. "
-        "The next run tries again."
-    )
+    return f"{_answer(exc)}: its rate limit outlasted PyTPU's waiting. The next run tries again."
 
 
 @explains(RetryError)

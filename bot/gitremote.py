@@ -9,6 +9,7 @@ and with a lease on the commit that was checked, so a person's push in between i
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 
 import git
@@ -17,10 +18,19 @@ from pytpu.bot.tokens import redact
 from pytpu.engine import gitrepo
 
 REFSPEC = f"refs/heads/{gitrepo.BRANCH}:refs/heads/{gitrepo.BRANCH}"
+# How git tells the HTTP status it was answered: "The requested URL returned error: 403".
+_HTTP_STATUS = re.compile(r"returned error: (\d{3})\b")
 
 
 class RemoteError(Exception):
-    """A git operation with the remote failed; the message has no token in it."""
+    """A git operation with the remote failed; the message has no token in it. `status` is the
+    HTTP status git was answered when it says one (403 for a token that may not push), as
+    PyGithub's errors have it, so bot/followups.py explains both alike."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = _HTTP_STATUS.search(message)
+        self.status = int(found.group(1)) if found else None
 
 
 def _auth_environment(server_url: str, token: str) -> dict[str, str]:

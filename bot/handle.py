@@ -13,7 +13,9 @@ PyTPU's own commits; the PR is opened once and its body updated afterwards.
 What is called once the PR exists (the commit status, the reactions, the reply) goes through
 `bot/followups.py`: a failure there is told (in the reply after the PR's link, as a warning in the
 job log, in the job summary) and never turns the run into a failure. The exit code and the
-Action's outputs stay the migration's: the PR is there, with its number and link.
+Action's outputs stay the migration's: the PR is there, with its number and link. The push and the
+PR itself are steps of the same table: their failure is "PyTPU could not finish", and a 403 there
+names the permission the workflow lacks, as a follow-up's does.
 """
 
 from __future__ import annotations
@@ -204,9 +206,11 @@ def _migrate_and_publish(context: RunContext, repo: Repository) -> EventResult:
             )
         tip = clone.heads[gitrepo.BRANCH].commit.hexsha
         if tip != expected:
-            gitremote.push(clone, context.server_url, context.token, expected)
+            with followups.during(followups.PUSH):
+                gitremote.push(clone, context.server_url, context.token, expected)
         body = github_api.fit_body(result.markdown, context.run_url)
-        pull, created = github_api.open_or_update_pull(repo, base, body)
+        with followups.during(followups.PULL_REQUEST):
+            pull, created = github_api.open_or_update_pull(repo, base, body)
     published = _published(result, pull, created, pushed=tip != expected)
     # From here on the PR exists: what fails is told with its link, never instead of it.
     followups.attempt(
@@ -248,13 +252,9 @@ def _summary_markdown(result: Result) -> str:
 
 
 def _failure_text(exc: Exception, context: RunContext) -> str:
-    if isinstance(exc, GithubException):
-        what = f"GitHub answered {github_api.describe(exc)}"
-    else:
-        what = f"{type(exc).__name__}: {exc}"
-    what = redact(what, context.token)
+    what = redact(followups.unfinished(exc), context.token)
     link = f" See [the run]({context.run_url}) for details." if context.run_url else ""
-    return f"PyTPU could not finish `/pytpu migrate`: {what}.{link}"
+    return f"PyTPU could not finish `/pytpu migrate`: {what}{link}"
 
 
 def _finish(context: RunContext, result: EventResult) -> None:

@@ -71,6 +71,8 @@ def test_users_are_told_to_copy_the_config() -> None:
     assert "`.github/actionlint.yaml`" in readme
     header = WORKFLOW.read_text(encoding="utf-8").split("\nname:", 1)[0]
     assert "actionlint.yaml" in header and ".github/actionlint.yaml" in header
+    header = (ROOT / "action.yml").read_text(encoding="utf-8").split("\nname:", 1)[0]
+    assert "examples/workflows/actionlint.yaml" in header and ".github/actionlint.yaml" in header
 
 
 def test_the_requirement_named_here_is_in_the_dev_extras() -> None:

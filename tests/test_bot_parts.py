@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from pytpu.bot import command, context, events, followups, handle, tokens, webhook
+from pytpu.bot import command, context, events, followups, gitremote, handle, tokens, webhook
 
 # GitHub's published test vector for X-Hub-Signature-256 (docs: Validating webhook deliveries).
 SECRET, BODY = "It's a Secret to Everybody", b"Hello, World!"
@@ -247,6 +247,46 @@ def test_a_403_names_the_permission_and_where_to_add_it():
     assert "Add `issues: write`" in why
 
 
+def test_a_403_before_the_pull_request_is_explained_by_its_step():
+    denied = "Resource not accessible by integration"
+    with pytest.raises(followups.StepFailed) as failed:
+        with followups.during(followups.PULL_REQUEST):
+            raise _github_error(403, denied)
+    assert str(failed.value) == str(failed.value.cause)  # `pytpu action` prints the same error
+    why = followups.unfinished(failed.value)
+    assert why == followups.explain(followups.PULL_REQUEST, failed.value.cause)
+    assert "Add `pull-requests: write` to the `permissions:` block" in why
+    # git's 403 on the push: the status is read from git's message (git sends no header).
+    refused = gitremote.RemoteError(
+        "pushing pytpu/migrate: fatal: unable to access 'https://github.com/o/r/': "
+        "The requested URL returned error: 403"
+    )
+    assert refused.status == 403 and gitremote.RemoteError("pushing: hung up").status is None
+    why = followups.unfinished(followups.StepFailed(followups.PUSH, refused))
+    assert why.startswith(f"RemoteError: {refused}: the token lacks the `contents: write`")
+    # Anything else reads as it always has.
+    assert followups.unfinished(_github_error(403, denied)) == f"GitHub answered 403 {denied}."
+    other = followups.StepFailed(followups.PUSH, gitremote.RemoteError("pushing: hung up"))
+    assert followups.unfinished(other) == "RemoteError: pushing: hung up."
+
+
+def test_a_repository_that_keeps_workflows_from_opening_pull_requests_is_not_told_a_permission():
+    # GitHub's 403 when "Allow GitHub Actions to create and approve pull requests" is off: the
+    # job's `pull-requests: write` is there, so naming it would send the maintainer in circles.
+    refused = _github_error(
+        403,
+        "GitHub Actions is not permitted to create or approve pull requests.",
+        {"X-Accepted-GitHub-Permissions": "pull_requests=write"},
+    )
+    why = followups.explain(followups.PULL_REQUEST, refused)
+    assert why.startswith(
+        "GitHub answered 403 GitHub Actions is not permitted to create or approve pull requests: "
+        "the repository's settings do not let workflows open pull requests"
+    )
+    assert "**Allow GitHub Actions to create and approve pull requests**" in why
+    assert "lacks" not in why
+
+
 def test_a_rate_limit_403_is_not_read_as_a_missing_permission():
     from github import RateLimitExceededException
 
@@ -297,7 +337,7 @@ def test_the_reply_tells_the_status_but_not_a_reaction():
 
 
 def test_every_followup_step_is_registered_once():
-    assert set(followups.STEPS) == {"status", "reaction", "reply"}
+    assert set(followups.STEPS) == {"push", "pull-request", "status", "reaction", "reply"}
     assert all(step.permission.endswith(": write") for step in followups.STEPS.values())
     with pytest.raises(ValueError, match="twice"):
         followups.register(followups.STATUS)
