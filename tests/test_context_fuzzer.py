@@ -174,10 +174,19 @@ CONTEXT_RULES = [
     ),
     (_rules("pre_launch"), FUNCTIONS, "a function's body runs after the launch, not before it"),
     (
-        _rules("train_barrier", "eval_barrier", "device_loader", "host_training", "in_step"),
+        _rules(
+            "train_barrier",
+            "eval_barrier",
+            "device_loader",
+            "host_training",
+            "implicit_model",
+            "implicit_inputs",
+            "implicit_factories",
+            "in_step",
+        ),
         NAMES_CUDA,
         "code around the snippet that names CUDA makes the file do device work: its loops are "
-        "steps, none trains on the CPU",
+        "steps, none trains on the CPU, and no model moves because none was placed",
     ),
     (
         _rules("parameter_default", "public_signature"),

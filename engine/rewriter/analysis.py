@@ -90,6 +90,8 @@ class FileAnalysis:
         # barriers only matter where something runs on a device
         self.device_aware = not text or any(w in text for w in DEVICE_WORDS)
         self.text = text
+        for analysis, case in self.index.before_walk:
+            analysis.before_walk(self, case)
         self.path.append(module)
         for index, statement in enumerate(module.body):
             self.top_index = index

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 from packaging.version import Version
 
+from pytpu.engine.rewriter import index_cache
 from pytpu.engine.rewriter import kb as kb_module
 from pytpu.engine.rewriter.findings import KINDS, Finding, WrittenComment
 from pytpu.engine.rewriter.formatting import black_mode_for, format_changed
@@ -123,9 +124,13 @@ class RunResult:
 
 @cache
 def rule_index(target: str = kb_module.DEFAULT_TARGET, version: str | None = None) -> RuleIndex:
-    knowledge = kb_module.default()
-    rules = knowledge.select(target, Version(version) if version else None)
-    return RuleIndex(knowledge, rules)
+    """The installed KB's rules for the target, indexed (kept in the user's cache)."""
+
+    def build() -> RuleIndex:
+        knowledge = kb_module.default()
+        return RuleIndex(knowledge, knowledge.select(target, Version(version) if version else None))
+
+    return index_cache.load_or_build(kb_module.kb_dir(), f"{target}=={version}", build)
 
 
 def parse_target(text: str) -> tuple[str, str | None]:

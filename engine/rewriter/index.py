@@ -42,10 +42,13 @@ class RuleIndex:
         self.by_type, self.by_mark = self._offers()
         # (analysis, its case) for the analyses that plan loops, in registry order
         self.loop_analyses: list[tuple[BuiltinAnalysis, RuleCase]] = []
+        self.before_walk: list[tuple[BuiltinAnalysis, RuleCase]] = []
         self.after_walk: list[tuple[BuiltinAnalysis, RuleCase]] = []
         for case in self.cases.get("engine", ()):
             if case.analysis.takes_loop is not None:
                 self.loop_analyses.append((case.analysis, case))
+            if case.analysis.before_walk is not None:
+                self.before_walk.append((case.analysis, case))
             if case.analysis.after_walk is not None:
                 self.after_walk.append((case.analysis, case))
         # Root names of every dotted name a rule looks for (for the import-table resolver).

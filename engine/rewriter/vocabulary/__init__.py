@@ -105,6 +105,7 @@ class BuiltinAnalysis:
     doc: str
     words: Callable[[KnowledgeBase], set[frozenset[str]]] = lambda kb: set()
     takes_loop: Callable[[Any], bool] | None = None  # the loop plans it carries out
+    before_walk: Callable[[FileAnalysis, RuleCase], None] | None = None
     after_walk: Callable[[FileAnalysis, RuleCase], None] | None = None
     on_enter: Callable[[Edit], None] | None = None  # the rewrite pass reaches its site
     rewrite: Callable[[Edit], Any] | None = None

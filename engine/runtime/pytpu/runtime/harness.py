@@ -195,11 +195,14 @@ class Harness(RepositoryFiles):
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if getattr(optimizer, "_pytpu_site", None) is None:
             return
-        norms = [
-            float(p.detach().cpu().double().norm())
-            for group in optimizer.param_groups
-            for p in group["params"]
-        ]
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        if any(p.device.type == "xla" for p in parameters):
+            # Read one by one before a barrier, two parameters whose updates are alike (an LSTM's
+            # two biases) came back as one, and stayed so (torch_xla 2.9): end the step first.
+            import torch_xla
+
+            torch_xla.sync()
+        norms = [float(p.detach().cpu().double().norm()) for p in parameters]
         self.steps[-1]["parameter_norms"] = norms
         optimizer._pytpu_site = None
 
