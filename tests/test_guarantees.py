@@ -732,6 +732,22 @@ def test_type_checking_import_does_not_count_as_a_binding() -> None:
     assert _torch_xla_bound_before_use(out), out
 
 
+def test_a_fallback_for_a_failed_import_is_no_second_binding(monkeypatch) -> None:
+    """`except ImportError: torch = None` keeps the import table's answers exact: the file is
+    not analysed a second time with libcst's scope analysis, and is migrated the same."""
+    from pytpu.engine.rewriter import transform
+
+    source = (
+        "try:\n    import torch\nexcept ImportError:\n    torch = None\n\n"
+        "def sync():\n    torch.cuda.synchronize()\n"
+    )
+    rerun = []
+    monkeypatch.setattr(transform, "MetadataWrapper", lambda *a, **k: rerun.append(1))
+    out, findings = checkout.migrate_text(source, checkout.rule_index())
+    assert not rerun
+    assert "torch.cuda.synchronize" not in out and {f.rule.id for f in findings}
+
+
 def test_later_import_does_not_count_for_earlier_uses() -> None:
     source = "import torch\n\nx = torch.zeros(3).cuda()\n\nimport torch_xla  # noqa: E402\n"
     out, _ = checkout.migrate_text(source, checkout.rule_index())

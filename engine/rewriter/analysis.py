@@ -335,9 +335,30 @@ class FileAnalysis:
     def _bind(self, target: cst.CSTNode, scope: tuple[int, ...] | None = None) -> None:
         """A name bound other than by an import (for the resolver and the alias check)."""
         for name in _target_names(target):
-            self.resolver.record_binding(name, self.scope if scope is None else scope)
+            if not self._import_fallback(name):
+                self.resolver.record_binding(name, self.scope if scope is None else scope)
             # Any binding, even a parameter, makes the name unusable as a new import alias.
             self.imports.bind_name(name)
+
+    def _import_fallback(self, name: str) -> bool:
+        """`try: import triton` / `except ImportError: triton = None`: the name stands for the
+        import wherever the library is installed, which is where the code is meant to run."""
+        handler = next(
+            (
+                i
+                for i in range(len(self.path) - 1, 0, -1)
+                if type(self.path[i]) is cst.ExceptHandler
+            ),
+            None,
+        )
+        if handler is None or type(self.path[handler - 1]) is not cst.Try:
+            return False
+        return any(
+            local == name
+            for statement in patterns.statements(self.path[handler - 1].body.body)
+            if type(statement) is cst.Import or type(statement) is cst.ImportFrom
+            for local, _ in bound_paths(statement)
+        )
 
     def _mark_device(self, node: cst.CSTNode) -> None:
         for sub in devices.device_subexpressions(node):
