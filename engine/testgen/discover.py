@@ -778,16 +778,24 @@ class StepSetting:
     given: bool  # the command gives it
 
 
+def _entry_script(root: Path, call: ProgramCall) -> cst.Module | None:
+    """The invocation's script, parsed; None for a notebook (a command sets none of its
+    settings) or a script that cannot be read."""
+    if is_notebook(call.entry):
+        return None
+    try:
+        return cst.parse_module((root / call.entry).read_bytes())
+    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+        return None
+
+
 def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetting]:
     """The entry script's step or epoch settings that have a value: integer argparse options
     the command gives or that have a default, and integer globals of such a name where the
     command sets the script's globals (`--max_iters=20`, nanoGPT's configurator). A notebook
     has none: its settings are in its cells, which a command does not set."""
-    if is_notebook(call.entry):
-        return []
-    try:
-        module = cst.parse_module((root / call.entry).read_bytes())
-    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+    module = _entry_script(root, call)
+    if module is None:
         return []
     given = _given_options(call.values)
     found = []
@@ -811,11 +819,8 @@ SHORT_RUN_SWITCH_NAMES = re.compile(r"dry_?run|smoke_?test|fast_?dev_?run|quick_
 def short_run_switches(root: Path, call: ProgramCall) -> list[str]:
     """The entry script's switches (argparse `store_true` options) named like `--dry-run` that
     the command gives, as it writes them."""
-    if is_notebook(call.entry):
-        return []
-    try:
-        module = cst.parse_module((root / call.entry).read_bytes())
-    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+    module = _entry_script(root, call)
+    if module is None:
         return []
     switches = set()
     for found in m.findall(module, m.Call(func=m.Attribute(attr=m.Name("add_argument")))):
