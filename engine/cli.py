@@ -15,7 +15,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +23,8 @@ import typer.core
 import typer.main
 
 if TYPE_CHECKING:
+    from importlib import metadata
+
     from rich.console import Console
 
     from pytpu.engine.rewriter.checkout import RunResult
@@ -107,7 +108,9 @@ def _stdout() -> Console:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"pytpu {metadata.version('pytpu')}")
+        from importlib.metadata import version
+
+        typer.echo(f"pytpu {version('pytpu')}")
         raise typer.Exit()
 
 
@@ -563,6 +566,8 @@ def _plugin_command(entry: metadata.EntryPoint) -> Any | None:
 
 def register_plugins(command: Any) -> None:
     """Add the `pytpu.commands` entry points. A broken plugin costs a warning, never the CLI."""
+    from importlib import metadata
+
     try:
         entries = sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: e.name)
     except Exception as exc:  # broken installed metadata must not break the built-in commands
@@ -584,10 +589,14 @@ def register_plugins(command: Any) -> None:
         command.add_command(plugin, entry.name)
 
 
-def build_cli() -> Any:
-    """The root click command: the built-in commands plus the installed plugins."""
+def build_cli(argv: Sequence[str] | None = None) -> Any:
+    """The root click command: the built-in commands plus the installed plugins. A built-in
+    command named first in `argv` runs without them: finding and loading the plugins costs a
+    few hundredths of a second at every start."""
     command = typer.main.get_command(app)
-    register_plugins(command)
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] not in command.commands:
+        register_plugins(command)
     return command
 
 
@@ -605,7 +614,8 @@ def _is_kb_error(exc: Exception) -> bool:
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     try:
-        build_cli().main(args=list(argv) if argv is not None else None, prog_name="pytpu")
+        args = list(argv) if argv is not None else None
+        build_cli(args).main(args=args, prog_name="pytpu")
     except Exception as exc:
         if _is_kb_error(exc):
             _fail(f"the knowledge base cannot be used: {exc}")

@@ -375,9 +375,13 @@ def test_plugin_commands_are_registered_and_broken_ones_are_harmless(
         metadata.EntryPoint("number", "pytpu_test_plugin:not_a_command", cli.PLUGIN_GROUP),
         metadata.EntryPoint("rewrite", "pytpu_test_plugin:app", cli.PLUGIN_GROUP),
     ]
-    monkeypatch.setattr(
-        cli.metadata, "entry_points", lambda group: entries if group == cli.PLUGIN_GROUP else []
-    )
+    looked_up = []
+
+    def entry_points(group):
+        looked_up.append(group)
+        return entries if group == cli.PLUGIN_GROUP else []
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
 
     assert run_main(["hello", "--name", "tpu"]) == 0
     out, err = capsys.readouterr()
@@ -392,6 +396,11 @@ def test_plugin_commands_are_registered_and_broken_ones_are_harmless(
     assert run_main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "hello" in out and "greet" in out and "rewrite" in out
+
+    # a built-in command starts without looking for plugins
+    looked_up.clear()
+    assert run_main(["kb", "list"]) == 0
+    assert looked_up == []
 
 
 def test_progress_bar_only_for_long_runs_in_a_terminal(monkeypatch) -> None:

@@ -117,3 +117,21 @@ def test_condition_words_join_the_pre_filter_only_when_the_file_must_spell_them(
     # a value source code may write with escapes asks for no word at all
     assert one_of.words(["it's"]) == set()
     assert one_of.words(["a\\b"]) == set()
+
+
+def test_a_bare_name_is_offered_when_a_kind_may_take_it_aliases_included() -> None:
+    """The walk offers a bare Name only when its value is one a kind offered Names looks for,
+    or a name the file binds as an alias; aliases of every sort are still found."""
+    from pytpu.engine.rewriter import checkout
+
+    index = checkout.rule_index("torch_xla")
+    assert index.bare_names is not None
+    assert {"FloatTensor", "cuda"} <= index.bare_names and "model" not in index.bare_names
+    aliased = {
+        "from torch.cuda import FloatTensor as FT\nisinstance(x, FT)\n": "flagged",
+        "import torch\nTensor = torch.cuda.FloatTensor\nisinstance(x, Tensor)\n": "flagged",
+        "import torch.cuda as tc\nf(tc)\n": "unknown",
+    }
+    for source, kind in aliased.items():
+        findings = migrate_text(source, index)[1]
+        assert any(f.line == source.count("\n") and f.kind == kind for f in findings), source

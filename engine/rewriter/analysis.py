@@ -142,7 +142,9 @@ class FileAnalysis:
         kind = type(node)
         if kind is cst.Name:  # the most common node, and a leaf: its own short path
             self._on_name(node)
-            if id(node) not in self.claimed and (kind in self.offered or id(node) in self.marks):
+            if id(node) not in self.claimed and (
+                id(node) in self.marks or (kind in self.offered and self._may_match_name(node))
+            ):
                 self._match(node, kind)
             self.order += 1
             return
@@ -181,6 +183,18 @@ class FileAnalysis:
             self.training.pop()
         if kind is cst.If:
             self.rank_guards.pop()
+
+    def _may_match_name(self, node: cst.Name) -> bool:
+        """Whether a kind offered Names may match this one: its value is one they look for, or
+        an alias (an imported name, a name bound to a CUDA namespace or to a dotted name)."""
+        names, value = self.index.bare_names, node.value
+        return (
+            names is None
+            or value in names
+            or value in self.imports.imported_as
+            or value in self.namespace_aliases
+            or self.resolver.value_alias(value) is not None
+        )
 
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         """Plan the loop's step barrier, and open its context for the host-sync rules."""

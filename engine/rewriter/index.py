@@ -40,6 +40,7 @@ class RuleIndex:
             # The most specific pattern is tried first; KB order breaks ties.
             candidates.sort(key=lambda item: -_specificity(item[0], item[1]))
         self.by_type, self.by_mark = self._offers()
+        self.bare_names = self._bare_names()
         # (analysis, its case) for the analyses that plan loops, in registry order
         self.loop_analyses: list[tuple[BuiltinAnalysis, RuleCase]] = []
         self.before_walk: list[tuple[BuiltinAnalysis, RuleCase]] = []
@@ -95,6 +96,19 @@ class RuleIndex:
             for mark in kind.marks:
                 by_mark[mark].append((kind, found))
         return dict(by_type), dict(by_mark)
+
+    def _bare_names(self) -> frozenset[str] | None:
+        """The values a bare Name must have (or be an alias) for any kind offered Names to match
+        it; None when one of them may match any Name."""
+        names: set[str] = set()
+        for kind, found in self.by_type.get(cst.Name, ()):
+            if kind.name == PATTERN:  # (indexed here, by the name each pattern dispatches on)
+                names.update(key for node_type, key in self.patterns if node_type is cst.Name)
+            elif kind.bare_names is None:
+                return None
+            else:
+                names.update(kind.bare_names(found))
+        return frozenset(names)
 
     def _words(self) -> list[frozenset[str]]:
         """Alternatives of words: a file can only match if it contains every word of one."""

@@ -17,7 +17,6 @@ import pickle
 import sys
 import tempfile
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +51,19 @@ def load_or_build(kb_dir: Path, key: str, build: Callable[[], RuleIndex]) -> Rul
     return index
 
 
+def _libcst_version() -> str:
+    try:  # (importlib.metadata would cost a hundredth of a second at every start)
+        from libcst._version import __version__
+    except ImportError:
+        from importlib.metadata import version
+
+        return version("libcst")
+    return __version__
+
+
 def _fingerprint(kb_dir: Path, key: str) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{sys.version}\0{metadata.version('libcst')}\0{key}\0".encode())
+    digest.update(f"{sys.version}\0{_libcst_version()}\0{key}\0".encode())
     sources = sorted(kb_dir.glob("*.yaml")) + [kb_dir / "schema.json"]
     sources += sorted(_REWRITER.rglob("*.py"))
     for source in sources:

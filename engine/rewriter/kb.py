@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -178,6 +177,8 @@ def validate_document(document: Any, path: str) -> None:
 
 
 def load_file(path: Path) -> dict[str, Any]:
+    import yaml  # (only when the KB is built: a run that finds the index in the cache skips it)
+
     try:
         # (libyaml's loader where PyYAML has it: five times the pure-Python one's speed)
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

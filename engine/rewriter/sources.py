@@ -13,8 +13,11 @@ import tokenize
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
+
 
 # Folders that hold someone else's code or an installed environment, never the project's own.
 SKIPPED_DIRS = frozenset(
@@ -69,7 +72,11 @@ def _ignore_spec(directory: Path, names: list[str]) -> pathspec.PathSpec | None:
     exclude = directory / ".git" / "info" / "exclude"
     if exclude.is_file():
         lines += exclude.read_text(encoding="utf-8", errors="replace").splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+    if not lines:
+        return None
+    import pathspec  # (a hundredth of a second at start-up, paid only where there is a .gitignore)
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:

@@ -75,6 +75,10 @@ class MatchKind:
     order: int = 50  # kinds offered the same node are tried in this order
     roots: Callable[[RuleCase], set[str]] = lambda case: set()  # names the resolver must know
     values_of: Callable[[dict[str, Any]], tuple[str, ...]] = lambda match: ()
+    # The only values a bare Name it matches can have, given its cases (a name bound by an import
+    # or to a CUDA namespace is offered whatever it is); None: any Name. Names are half of all
+    # nodes: the walk offers a Name only when some kind may take it.
+    bare_names: Callable[[tuple[RuleCase, ...]], frozenset[str]] | None = None
 
     def schema_properties(self) -> dict[str, Any]:
         return self.properties() if callable(self.properties) else self.properties

@@ -120,6 +120,7 @@ MATCH_KINDS.register(
         finding_kind=lambda case, node: UNKNOWN,
         order=40,
         roots=lambda case: {name.split(".")[0] for name in case.names},
+        bare_names=lambda cases: _namespaces(cases)[1],
     )
 )
 MATCH_KINDS.register(

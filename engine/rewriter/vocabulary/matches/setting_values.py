@@ -18,6 +18,13 @@ def _globs(names: tuple[str, ...]) -> patterns.NameGlobs:
     return patterns.NameGlobs([n.lower() for n in names])
 
 
+@cache
+def _name_string(name: str) -> cst.SimpleString:
+    # (one node per name: libcst validates each node it makes, and most values a setting of
+    # any name is offered are not taken)
+    return cst.SimpleString(repr(name))
+
+
 def _setting_name(text: str) -> str:
     """`--dist-backend` and `DIST_BACKEND` are the setting `dist_backend`."""
     return text.lstrip("-").replace("-", "_").lower()
@@ -100,7 +107,7 @@ def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
             if name is None:
                 continue
             bindings = patterns.Bindings(
-                nodes={"value": sub, "name": cst.SimpleString(repr(name))}, covered=[sub]
+                nodes={"value": sub, "name": _name_string(name)}, covered=[sub]
             )
             if walk.satisfies(case, bindings):
                 path = [id(n) for n in (*walk.path, *chain)]
