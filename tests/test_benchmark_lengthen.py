@@ -158,6 +158,13 @@ def test_the_setting_is_raised_on_the_program_s_invocation(repo, command, expect
     assert plan.command == expected
 
 
+def _benchmark_section(bench: dict) -> str:
+    """The report's Benchmark section for this result (checked against the schema first)."""
+    document = copy.deepcopy(load("parity"))
+    document["benchmark"] = bench
+    return section(markdown.render(document), "Benchmark")
+
+
 def test_epochs_scale_by_the_steps_an_epoch_ran(repo):
     plan = _longer(repo, "python train.py --epochs 1", _short(3))
     assert plan.raised == {"--epochs": (1, 4)}  # 3 steps an epoch: 4 epochs give the 10 planned
@@ -225,9 +232,7 @@ def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, mi
     assert bench["baseline"]["steps_timed"] == bench["target"]["steps_timed"] == STEPS
     assert bench["target"]["compile"]["graphs"] >= 1 and bench["speedup"] > 0
 
-    document = copy.deepcopy(load("parity"))
-    document["benchmark"] = bench
-    text = section(markdown.render(document), "Benchmark")  # checked against the schema first
+    text = _benchmark_section(bench)
     assert (
         "Command: `python train.py --steps 10`, not the run command `python train.py --steps 4`:"
         f" that ran 4 steps, too few for the first step, {WARMUP} warm-up and {STEPS} timed steps,"
@@ -291,9 +296,7 @@ def test_the_benchmark_times_a_dry_run_program_without_its_switch(tmp_path):
         "dropped": ["--dry-run"],
     }
     assert bench["baseline"]["steps_timed"] == STEPS
-    document = copy.deepcopy(load("parity"))
-    document["benchmark"] = bench
-    text = section(markdown.render(document), "Benchmark")  # checked against the schema first
+    text = _benchmark_section(bench)
     assert (
         "that ran 1 step, too few for the first step, "
         f"{WARMUP} warm-up and {STEPS} timed steps, so PyTPU left out `--dry-run`, which cuts the"
