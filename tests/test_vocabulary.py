@@ -135,3 +135,6 @@ def test_a_bare_name_is_offered_when_a_kind_may_take_it_aliases_included() -> No
     for source, kind in aliased.items():
         findings = migrate_text(source, index)[1]
         assert any(f.line == source.count("\n") and f.kind == kind for f in findings), source
+    # where the alias is bound, its value is the one site (its name is not a second one)
+    bound = migrate_text("import torch\nTensor = torch.cuda.FloatTensor\n", index)[1]
+    assert [(f.rule.id, f.line) for f in bound] == [("R-DEV-07", 2)]

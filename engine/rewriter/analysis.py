@@ -474,6 +474,8 @@ class FileAnalysis:
             return []
         original = self.imports.imported_as.get(key)
         if original is None:  # `Tensor = torch.cuda.FloatTensor ...; Tensor(2, 3)`
+            if func is node and self.path and type(self.path[-1]) is cst.AssignTarget:
+                return []  # the alias's own name where it is bound: its value is the site
             alias = self.resolver.value_alias(key)
             original = alias.rsplit(".", 1)[-1] if alias else None
         return self.index.patterns.get((type(node), original), []) if original else []
