@@ -113,3 +113,34 @@ def test_a_program_with_a_device_is_left_to_the_device_rules():
         """
     _, rules = _migrate(source)
     assert not rules & {"R-DEV-21", "R-DEV-22", "R-DEV-23", "R-DEV-24"}
+
+
+def test_a_tensor_a_method_makes_is_a_device_tensor_to_the_loop_rules_on_the_first_run():
+    """`scores = torch.zeros(n)` in a method moves to the device; a write at the index of a loop
+    over it is flagged on the first run (as a second run would see it), not only on a second."""
+    after, rules = _migrate(
+        """
+        import torch
+
+        class Attention(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                scores = torch.zeros(20)
+                for i in range(20):
+                    scores[i] = self.linear(x[i]).sum()
+                return scores
+
+        model = Attention()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(20, 4)).sum().backward()
+            optimizer.step()
+        """
+    )
+    assert {"R-DEV-24"} <= rules
+    assert _line(after, "scores = ") == f"scores = torch.zeros(20, device={DEVICE})"
+    assert "PYTPU708" in after

@@ -82,6 +82,8 @@ class FileAnalysis:
         self.loops: LoopAnalyzer | None = None
         self.device_aware = True
         self.host_training_noted = False  # (a file that places nothing on a device)
+        # calls a built-in analysis puts on the device after the walk (the output's device tensors)
+        self.placed_by_analysis: set[int] = set()
         self.module: cst.Module | None = None
 
     def run(self, module: cst.Module, text: str = "") -> FileAnalysis:

@@ -314,16 +314,35 @@ def _plan_inputs(walk, case) -> None:
                     _plan(walk, case, replace(site, node=arg.value, path=path))
 
 
+_FACTORY_NAMES = frozenset(name.rsplit(".", 1)[1] for name in FACTORIES)
+
+
+def _factory_sites(program: _Program) -> list[_Site]:
+    """The calls in the modules' methods that look like a factory and name no device."""
+    return [
+        site
+        for site in program.calls
+        if site.method
+        and patterns.last_name(site.node.func) in _FACTORY_NAMES
+        and not any(a.keyword and a.keyword.value == "device" for a in site.node.args)
+    ]
+
+
+def _note_factories(walk, case) -> None:
+    """Before the walk: the tensors these methods make are device tensors in the output, and the
+    rules that look for device tensors (writes at a loop's index) see them so on the first run
+    as on a second one."""
+    program = _PROGRAMS.get(walk)
+    if program is not None:
+        walk.placed_by_analysis.update(id(site.node) for site in _factory_sites(program))
+
+
 def _plan_factories(walk, case) -> None:
     """Tensors the methods of the file's modules make without `device=`: on the host they would
     meet the model's device tensors."""
     program = _PROGRAMS.get(walk)
-    if program is None:
-        return
-    for site in program.calls:
+    for site in _factory_sites(program) if program is not None else ():
         call = site.node
-        if not site.method or any(a.keyword and a.keyword.value == "device" for a in call.args):
-            continue
         if walk.resolver.qualified_names(call.func) & FACTORIES and _free(walk, call):
             walk.top_index = site.top
             walk.plan(call, case, patterns.Bindings(), path=site.path)
@@ -365,6 +384,7 @@ ANALYSES.register(
         f"({', '.join(sorted(f'`{n}`' for n in FACTORIES))}) without `device=` in a method "
         "(other than `__init__`) of an `nn.Module` subclass",
         words=_words,
+        before_walk=_note_factories,
         after_walk=_plan_factories,
         rewrite=_by_the_rule,
     )

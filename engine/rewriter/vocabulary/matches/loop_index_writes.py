@@ -45,7 +45,7 @@ def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool
     chain put on a device (`X = X.cuda()`)."""
     placed = False
     while type(value) is cst.Call:
-        placed = placed or _places_on_device(value)
+        placed = placed or _places_on_device(value) or id(value) in walk.placed_by_analysis
         if walk.resolver.qualified_names(value.func) & factories:
             return placed
         if type(value.func) is not cst.Attribute:
