@@ -144,3 +144,32 @@ def test_a_tensor_a_method_makes_is_a_device_tensor_to_the_loop_rules_on_the_fir
     assert {"R-DEV-24"} <= rules
     assert _line(after, "scores = ") == f"scores = torch.zeros(20, device={DEVICE})"
     assert "PYTPU708" in after
+
+
+def test_what_the_device_computed_is_copied_to_the_host_before_numpy_reads_it():
+    after, rules = _migrate(
+        """
+        import numpy as np
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(8, 4)
+        history = []
+        for step in range(3):
+            out = model(x)
+            loss = out.pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history.append(loss.detach().numpy())
+        host = x.numpy()
+        kept = out.detach().cpu().numpy()
+        array = np.array(out.detach())
+        """
+    )
+    assert "R-DEV-25" in rules
+    assert _line(after, "history.append") == "history.append(loss.detach().cpu().numpy())"
+    assert _line(after, "host = ") == "host = x.numpy()"  # a host tensor
+    assert _line(after, "kept = ") == "kept = out.detach().cpu().numpy()"  # on the host already
+    assert _line(after, "array = ") == "array = np.array(out.detach().cpu())"

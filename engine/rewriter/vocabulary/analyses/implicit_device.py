@@ -242,6 +242,13 @@ def _qualified(walk, site: _Site) -> set[str]:
     return walk.resolver.qualified_names(site.node.func)
 
 
+def _on_device(walk, program: _Program) -> tuple[set[Name], set[Name]]:
+    """What makes device tensors (the models, the loss modules), and every name on the device."""
+    losses = _loss_modules(walk, program)
+    makers = program.models | losses
+    return makers, _device_names(walk, program, losses) | makers
+
+
 def _root(node: cst.CSTNode) -> cst.CSTNode:
     """The name a chain starts from: `output` of `output.transpose(0, 1)[i]`."""
     while True:
@@ -284,9 +291,7 @@ def _plan_inputs(walk, case) -> None:
     program = _PROGRAMS.get(walk)
     if program is None:
         return
-    losses = _loss_modules(walk, program)
-    makers = program.models | losses
-    on_device = _device_names(walk, program, losses) | makers
+    makers, on_device = _on_device(walk, program)
     host_tensors = _torch_made(walk, program) - on_device
     for site in program.operations:
         node = site.node
@@ -312,6 +317,36 @@ def _plan_inputs(walk, case) -> None:
                 if _free(walk, arg.value):
                     path = [*site.path, id(call), id(arg)]
                     _plan(walk, case, replace(site, node=arg.value, path=path))
+
+
+# Calls that read a tensor into a NumPy array, the tensor their first argument.
+TO_NUMPY = frozenset({"numpy.array", "numpy.asarray"})
+
+
+def _on_host_already(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Call and patterns.last_name(node.func) in ("cpu", "to")
+
+
+def _plan_host_reads(walk, case) -> None:
+    """Each tensor on the device read into NumPy (`out.detach().numpy()`, `np.asarray(out)`):
+    an XLA tensor has no host memory to share with an array."""
+    program = _PROGRAMS.get(walk)
+    if program is None:
+        return
+    on_device = _on_device(walk, program)[1]
+    for site in program.calls:
+        call, func = site.node, site.node.func
+        if type(func) is cst.Attribute and func.attr.value == "numpy" and not call.args:
+            tensor, path = func.value, [*site.path, id(call), id(func)]
+        elif call.args and walk.resolver.qualified_names(func) & TO_NUMPY:
+            tensor, path = call.args[0].value, [*site.path, id(call), id(call.args[0])]
+        else:
+            continue
+        root = _root(tensor)
+        if type(root) is not cst.Name or program.name(site.scope, root.value) not in on_device:
+            continue
+        if not _on_host_already(tensor) and _free(walk, tensor):
+            _plan(walk, case, replace(site, node=tensor, path=path))
 
 
 _FACTORY_NAMES = frozenset(name.rsplit(".", 1)[1] for name in FACTORIES)
@@ -374,6 +409,18 @@ ANALYSES.register(
         "computed from it, nor a batch of a device loader), with `$value` bound",
         words=_words,
         after_walk=_plan_inputs,
+        rewrite=_by_the_rule,
+    )
+)
+ANALYSES.register(
+    BuiltinAnalysis(
+        name="implicit_host_reads",
+        doc="in a file `implicit_model` moves to the device: each tensor read into NumPy "
+        "(`$value.numpy()`, `numpy.array($value)`, `numpy.asarray($value)`) that the model, a "
+        "loss or what was computed from them made (by the same reckoning as `implicit_inputs`), "
+        "unless it is moved already (`.cpu()`, `.to(...)`), with `$value` bound",
+        words=_words,
+        after_walk=_plan_host_reads,
         rewrite=_by_the_rule,
     )
 )
