@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -38,12 +39,25 @@ class Timing:
         }
 
 
-def run_once(command: Sequence[str], cwd: Path | None = None) -> tuple[float, float, int, str]:
+def as_installed(bytecode: Path) -> dict[str, str]:
+    """The environment of a child that runs as an installed package does: with its modules'
+    bytecode. pip compiles a package's bytecode when it installs it; an editable install (this
+    checkout) under PYTHONDONTWRITEBYTECODE would compile the project's modules again at every
+    start. Both sides of a comparison get this environment: the bytecode of everything they
+    import is written under `bytecode` by their first run and read by the others."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+    return env
+
+
+def run_once(
+    command: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[float, float, int, str]:
     """Wall seconds, CPU seconds, exit code and stderr of one run (stdout is discarded)."""
     before = _children_cpu()
     start = time.perf_counter()
     process = subprocess.Popen(
-        list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        list(command), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     _, err = process.communicate()
@@ -58,19 +72,26 @@ def _children_cpu() -> float:
 
 
 def time_commands(
-    commands: dict[str, Sequence[str]], runs: int, cwd: Path | None = None, ok: Sequence[int] = (0,)
+    commands: dict[str, Sequence[str]],
+    runs: int,
+    cwd: Path | None = None,
+    ok: Sequence[int] = (0,),
+    env: dict[str, str] | None = None,
 ) -> dict[str, Timing]:
     """Each command `runs` times, interleaved (one round runs every command once) so that a
-    change of load on the machine touches them all alike. A run that fails stops the benchmark."""
+    change of load on the machine touches them all alike, after a round that is not counted
+    (it warms the file cache and writes the bytecode). A run that fails stops the benchmark."""
     walls: dict[str, list[float]] = {name: [] for name in commands}
     cpus: dict[str, list[float]] = {name: [] for name in commands}
     errs: dict[str, str] = {}
-    for _ in range(runs):
+    for round_ in range(runs + 1):
         for name, command in commands.items():
-            wall, cpu, code, err = run_once(command, cwd)
+            wall, cpu, code, err = run_once(command, cwd, env)
             if code not in ok:
                 tail = "\n".join(err.strip().splitlines()[-10:])
                 raise SystemExit(f"error: `{' '.join(command)}` exited with {code}:\n{tail}")
+            if round_ == 0:
+                continue  # the warm-up round
             walls[name].append(wall)
             cpus[name].append(cpu)
             errs[name] = err

@@ -330,11 +330,9 @@ class FileAnalysis:
         self.statement_values.add(id(node.value))
 
     def _on_if(self, node: cst.If) -> None:
-        self.rank_guards.append(self.index.rank_guards.is_guard(node.test, self.resolver))
-        if any(
-            type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo
-            for n in patterns.walk(node.test)
-        ):
+        nodes = list(patterns.walk(node.test))
+        self.rank_guards.append(self.index.rank_guards.is_guard(node.test, self.resolver, nodes))
+        if any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in nodes):
             self.contexts.append("T")  # `if step % log_every == 0:` throttles what it holds
 
     def _record_import(self, node: cst.Import | cst.ImportFrom) -> None:

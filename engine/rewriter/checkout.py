@@ -299,7 +299,9 @@ def rewrite_file(
         result.status, result.error = "error", f"{rel}: {exc}"
         return result, False
     parsed = compiled.may_match(source.text)
-    mode = black_mode_for(path.parent.resolve(), root.resolve()) if parsed else None
+    if not parsed:
+        return result, False  # no rule can apply: the file is not even parsed
+    mode = black_mode_for(path.parent.resolve(), root.resolve())
     try:
         migrated = migrate_source(source.text, compiled, rel, black_mode=mode)
     except cst.ParserSyntaxError as exc:

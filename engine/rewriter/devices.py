@@ -8,7 +8,9 @@ themselves (keywords, callees, variable names) are KB data: `kb/device.yaml`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -154,27 +156,33 @@ class RankGuards:
             calls=frozenset(data.get("calls", [])),
         )
 
-    def _named(self, node: cst.CSTNode, globs: NameGlobs) -> bool:
-        name = node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
-        return isinstance(name, str) and name in globs
+    @cached_property
+    def _call_words(self) -> frozenset[str]:
+        return frozenset(c.rsplit(".", 1)[-1] for c in self.calls)
 
-    def is_guard(self, test: cst.CSTNode, resolver: object) -> bool:
-        for node in walk(test):
-            if isinstance(node, (cst.Name, cst.Attribute)) and self._named(node, self.flags):
-                return True
-            if isinstance(node, cst.Comparison):
+    def _named(self, node: cst.CSTNode, globs: NameGlobs) -> bool:
+        kind = type(node)
+        if kind is cst.Attribute:
+            return node.attr.value in globs
+        return kind is cst.Name and node.value in globs
+
+    def is_guard(
+        self, test: cst.CSTNode, resolver: object, nodes: Iterable[cst.CSTNode] | None = None
+    ) -> bool:
+        """Whether `test` (whose nodes, `walk(test)`, the caller may have listed) asks for the
+        rank."""
+        for node in walk(test) if nodes is None else nodes:
+            kind = type(node)
+            if kind is cst.Name or kind is cst.Attribute:
+                if self._named(node, self.flags):
+                    return True
+            elif kind is cst.Comparison:
                 operands = [node.left] + [c.comparator for c in node.comparisons]
-                if any(
-                    self._named(o, self.names)
-                    for o in operands
-                    if isinstance(o, (cst.Name, cst.Attribute))
-                ):
+                if any(self._named(o, self.names) for o in operands):
                     return True
-                if any(
-                    isinstance(o, cst.Call) and self._is_rank_call(o, resolver) for o in operands
-                ):
+                if any(type(o) is cst.Call and self._is_rank_call(o, resolver) for o in operands):
                     return True
-            if isinstance(node, cst.Call) and self._is_rank_call(node, resolver):
+            elif kind is cst.Call and self._is_rank_call(node, resolver):
                 name = dotted_name(node.func) or ""
                 if name.rsplit(".", 1)[-1].startswith("is_"):
                     return True
@@ -182,8 +190,6 @@ class RankGuards:
 
     def _is_rank_call(self, node: cst.Call, resolver: object) -> bool:
         name = dotted_name(node.func)
-        if name is None or name.rsplit(".", 1)[-1] not in {
-            c.rsplit(".", 1)[-1] for c in self.calls
-        }:
+        if name is None or name.rsplit(".", 1)[-1] not in self._call_words:
             return False
         return bool(resolver.qualified_names(node.func) & self.calls)  # type: ignore[attr-defined]

@@ -145,7 +145,16 @@ class RuleIndex:
         return offer[0][1] if offer else ()
 
     def may_match(self, text: str) -> bool:
-        return any(all(word in text for word in words) for words in self.alternatives)
+        # (a word is looked for once: many alternatives share theirs)
+        present: dict[str, bool] = {}
+
+        def has(word: str) -> bool:
+            found = present.get(word)
+            if found is None:
+                found = present[word] = word in text
+            return found
+
+        return any(all(has(word) for word in words) for words in self.alternatives)
 
 
 def _required_words(case: RuleCase, kb: KnowledgeBase) -> list[set[frozenset[str]]]:

@@ -90,11 +90,20 @@ def _values(node: cst.CSTNode, chain: list[cst.CSTNode]) -> Iterator[tuple[cst.C
         yield from _values(node.right, [*chain, node])
 
 
+@cache
+def _any_case(cases: tuple) -> patterns.NameGlobs:
+    """The names any of the cases takes: most settings are no case's, and are let go at once."""
+    return _globs(tuple(name for case in cases for name in case.names))
+
+
 def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
     where, names, value = _position(walk, node)
     if value is None or not names:
         return False
     names = [_setting_name(n) for n in names]
+    wanted = _any_case(cases)
+    if not any(n in wanted for n in names):
+        return False
     planned = False
     for sub, chain in _values(value, [node]):
         if id(sub) in walk.claimed:
