@@ -748,6 +748,38 @@ def test_a_fallback_for_a_failed_import_is_no_second_binding(monkeypatch) -> Non
     assert "torch.cuda.synchronize" not in out and {f.rule.id for f in findings}
 
 
+SYNC = "    def sync(self):\n        torch.cuda.synchronize()\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "second_analysis"),
+    [
+        ("    def torch(self):\n        return None\n\n" + SYNC, False),  # a method
+        ("    torch = None\n\n" + SYNC, False),  # a class attribute
+        ("    def run(self, torch):\n        return torch\n\n" + SYNC, False),  # a parameter
+        ("    def sync(self):\n        torch = None\n        torch.cuda.synchronize()\n", True),
+    ],
+)
+def test_a_name_a_class_body_binds_is_not_seen_by_its_methods(
+    monkeypatch, body, second_analysis
+) -> None:
+    """A name bound in a class body (a method called `torch`) does not shadow the module's
+    import in the class's other methods: the import table's answer is exact and the file is
+    not analysed a second time. A binding in the use's own scope still is a second binding."""
+    from pytpu.engine.rewriter import transform
+
+    source = f"import torch\n\n\nclass Runner:\n{body}"
+    rerun = []
+    real = transform.MetadataWrapper
+    monkeypatch.setattr(
+        transform, "MetadataWrapper", lambda *a, **k: rerun.append(1) or real(*a, **k)
+    )
+    out, findings = checkout.migrate_text(source, checkout.rule_index())
+    assert bool(rerun) is second_analysis, source
+    if not second_analysis:
+        assert "torch.cuda.synchronize" not in out and findings
+
+
 def test_later_import_does_not_count_for_earlier_uses() -> None:
     source = "import torch\n\nx = torch.zeros(3).cuda()\n\nimport torch_xla  # noqa: E402\n"
     out, _ = checkout.migrate_text(source, checkout.rule_index())

@@ -63,6 +63,7 @@ class FileAnalysis:
         self.namespace_roots = index.namespace_roots
         self.top_index = 0  # index of the top-level statement being walked
         self.scope: tuple[int, ...] = ()  # enclosing functions, lambdas and classes
+        self.class_bodies: set[int] = set()  # the ids of the classes among them
         # index of the first top-level statement with a plan (other than an import's own)
         self.first_site: int | None = None
         # sites a match kind plans only if nothing else did by the end of the walk: (node,
@@ -252,7 +253,7 @@ class FileAnalysis:
     def _handler_table(self) -> dict[type, Callable[[Any], None]]:
         return {
             cst.FunctionDef: lambda n: self._bind(n.name),
-            cst.ClassDef: lambda n: self._bind(n.name),
+            cst.ClassDef: self._on_class,
             cst.Call: self._mark_call_positions,
             cst.Assign: self._on_assign,
             cst.AnnAssign: self._on_annotated_assign,
@@ -346,11 +347,17 @@ class FileAnalysis:
                 # `import torch.cuda as tc`: `tc.x` belongs to a CUDA namespace
                 self.namespace_aliases.add(local)
 
+    def _on_class(self, node: cst.ClassDef) -> None:
+        self._bind(node.name)
+        self.class_bodies.add(id(node))
+
     def _bind(self, target: cst.CSTNode, scope: tuple[int, ...] | None = None) -> None:
         """A name bound other than by an import (for the resolver and the alias check)."""
+        where = self.scope if scope is None else scope
+        class_body = bool(where) and where[-1] in self.class_bodies
         for name in _target_names(target):
             if not self._import_fallback(name):
-                self.resolver.record_binding(name, self.scope if scope is None else scope)
+                self.resolver.record_binding(name, where, class_body)
             # Any binding, even a parameter, makes the name unusable as a new import alias.
             self.imports.bind_name(name)
 

@@ -28,7 +28,7 @@ class Resolver(patterns.NameLookup, Protocol):
 
     def record_import(self, local: str, path: str) -> None: ...
 
-    def record_binding(self, name: str, scope: Scope) -> None: ...
+    def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None: ...
 
     def record_value_alias(self, name: str, qualified: str) -> None: ...
 
@@ -62,8 +62,8 @@ class ImportTableResolver:
         self.public = public or PublicPaths()
         self.imports: dict[str, set[str]] = {}  # local name -> import paths it is bound to
         # name -> the scopes (paths of enclosing function/class nodes) where it is bound by an
-        # assignment, a parameter, a definition ...
-        self.other_bindings: dict[str, set[Scope]] = {}
+        # assignment, a parameter, a definition ..., each with whether it is a class's body
+        self.other_bindings: dict[str, set[tuple[Scope, bool]]] = {}
         self.relied_on: set[tuple[str, Scope]] = set()  # (name, scope of the use)
         self.scope: Scope = ()  # set by the walker: where the current node is
         # module-level `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`:
@@ -74,8 +74,8 @@ class ImportTableResolver:
     def record_import(self, local: str, path: str) -> None:
         self.imports.setdefault(local, set()).add(path)
 
-    def record_binding(self, name: str, scope: Scope) -> None:
-        self.other_bindings.setdefault(name, set()).add(scope)
+    def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None:
+        self.other_bindings.setdefault(name, set()).add((scope, class_body))
         self.binding_counts[name] = self.binding_counts.get(name, 0) + 1
 
     def record_value_alias(self, name: str, qualified: str) -> None:
@@ -95,7 +95,10 @@ class ImportTableResolver:
                 return False
             if name in self.value_aliases and (paths or self.binding_counts.get(name) != 1):
                 return False  # the alias is only exact when its assignment is the only binding
-            shadowed = any(use[: len(b)] == b for b in self.other_bindings.get(name, ()))
+            shadowed = any(
+                _sees(use, scope, class_body)
+                for scope, class_body in self.other_bindings.get(name, ())
+            )
             if shadowed and (paths or name in self.pattern_roots):
                 return False  # e.g. `torch = None`, or a parameter called `torch`
         return True
@@ -142,6 +145,13 @@ class ImportTableResolver:
         return bool(found and found[1] and found[1].split(".")[0] in MODULE_ROOTS)
 
 
+def _sees(use: Scope, binding: Scope, class_body: bool) -> bool:
+    """Whether code in scope `use` sees a name bound in scope `binding`: code inside it, unless
+    that is a class's body, whose names its methods do not see (`def triton(self)` in a class
+    leaves `triton` in its other methods the module's)."""
+    return use == binding if class_body else use[: len(binding)] == binding
+
+
 class ScopeResolver:
     """Qualified names from libcst's scope analysis (QualifiedNameProvider's own source). It
     needs nothing recorded: the scope analysis sees every binding itself."""
@@ -155,7 +165,7 @@ class ScopeResolver:
     def record_import(self, local: str, path: str) -> None:
         pass
 
-    def record_binding(self, name: str, scope: Scope) -> None:
+    def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None:
         pass
 
     def record_value_alias(self, name: str, qualified: str) -> None:
