@@ -228,6 +228,8 @@ class Harness(RepositoryFiles):
             harness.busy = True
             try:
                 harness.capture_module(module, name, args, kwargs)
+            except Exception as exc:  # noqa: BLE001 - recording must never stop the program
+                harness.skipped[name] = f"the harness could not record it: {_first_line(exc)}"
             finally:
                 harness.busy = False
             return module_call(module, *args, **kwargs)
@@ -343,8 +345,11 @@ class Harness(RepositoryFiles):
         cut = {}
         batch = batch_size([args, kwargs]) if any(t.dim() for t in tensors(args)) else 0
         if batch > KEPT_SAMPLES:  # a few samples pin the behaviour; outputs stay small too
-            args, kwargs = self.cut_batch(args, kwargs)
-            cut = {"cut": KEPT_SAMPLES, "batch": batch}
+            # (a sparse input, a graph's adjacency, says the leading size is no batch: its rows
+            # and columns are the same nodes; such inputs are kept whole, if they are small)
+            if all(t.layout is torch.strided for t in tensors([args, kwargs])):
+                args, kwargs = self.cut_batch(args, kwargs)
+                cut = {"cut": KEPT_SAMPLES, "batch": batch}
             size = sum(t.numel() * t.element_size() for t in tensors([args, kwargs]))
             if size > self.max_unit_bytes:
                 raise UnitUnavailable(
@@ -392,6 +397,8 @@ class Harness(RepositoryFiles):
                 self.units[name] = record
             except UnitUnavailable as exc:
                 self.skipped[name] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - recording must never stop the program
+                self.skipped[name] = f"the harness could not record it: {_first_line(exc)}"
             finally:
                 self.busy = False
         else:
@@ -565,10 +572,13 @@ def module_file(module: types.ModuleType | None) -> str | None:
     """A module's file; Python drops `__main__.__file__` when the script ends, so its path is
     also taken from sys.argv (at start-up, before the program could change directory)."""
     filename = getattr(module, "__file__", None)
-    if filename is None and getattr(module, "__name__", None) == "__main__":
+    is_main = getattr(module, "__name__", None) == "__main__"
+    if filename is None and is_main:
         main = sys.argv[0] if sys.argv and sys.argv[0] else None
         filename = _MAIN_FILE if _MAIN_FILE and main and Path(main).name in _MAIN_FILE else None
-    return os.path.abspath(filename) if filename else None
+    if not isinstance(filename, str) or not (is_main or os.path.isabs(filename)):
+        return None  # (`torch.ops` says `_ops.py`: a name, not a file in the current folder)
+    return os.path.abspath(filename)
 
 
 def _xla_executions() -> int | None:
@@ -587,6 +597,11 @@ def _describable_output(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_describable_output(v) for v in value)
     return isinstance(value, (int, float, bool, type(None)))
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
 def describe_input(value: Any) -> None:
