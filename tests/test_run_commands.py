@@ -117,3 +117,26 @@ def test_large_settings_reach_the_program_through_a_file(tmp_path):
     assert json.loads(bootstrap._settings_text(value)) == settings
     small = bootstrap.program_environment(bootstrap.HARNESS_ENV, {"probes": []})
     assert json.loads(small[bootstrap.HARNESS_ENV]) == {"probes": []}
+
+
+def test_a_failure_is_summed_up_by_the_exception_its_last_traceback_ends_with():
+    from pytpu.runtime.bootstrap import failure_summary
+
+    listing = "\n".join(
+        f"Backend{i}: registered at kernel.cpp:{i} [backend fallback]" for i in range(9)
+    )
+    output = (
+        'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+        "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "train.py", line 66, in train\n'
+        "    output = model(features, adj)\n             ^^^^^^^^^^^^^^^^^^^^\n"
+        "NotImplementedError: Could not run 'aten::addmm' with arguments from the 'SparseXLA'"
+        f" backend.\n{listing}\n"
+    )
+    assert failure_summary(output) == (
+        "NotImplementedError: Could not run 'aten::addmm' with arguments from the 'SparseXLA'"
+        " backend."
+    )
+    assert failure_summary("step 1\nkilled\n") == "killed"  # no traceback: the last line
+    assert failure_summary("") == "no output"
+    assert failure_summary("Traceback (most recent call last):\nE: " + "x" * 400).endswith("x…")

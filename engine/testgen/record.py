@@ -17,7 +17,7 @@ from typing import Any
 
 from pytpu.engine import processes
 from pytpu.engine.testgen import discover, workspace
-from pytpu.runtime import support
+from pytpu.runtime import bootstrap, support
 
 
 class RecordingFailed(Exception):
@@ -148,7 +148,8 @@ def _run_variants(
 def _check(run: Run, command: str) -> None:
     if run.returncode != 0:
         tail = "\n".join(run.stderr.splitlines()[-12:])
-        raise RecordingFailed(f"`{command}` exited with {run.returncode}:\n{tail}")
+        summary = bootstrap.failure_summary(run.stderr)
+        raise RecordingFailed(f"`{command}` exited with {run.returncode}: {summary}\n{tail}")
     if not run.harness:
         raise RecordingFailed(processes.ran_without_pytpu(command, "the harness", run.stderr))
 

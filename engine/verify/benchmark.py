@@ -26,7 +26,7 @@ from typing import Any
 
 from pytpu.engine import processes
 from pytpu.engine.testgen import discover
-from pytpu.runtime import support
+from pytpu.runtime import bootstrap, support
 
 DEVICES = ("cpu", "cuda", "xla")
 MIN_TIMED = 2  # a median and a spread need at least two steps
@@ -382,7 +382,8 @@ def _error(
 ) -> str | None:
     if exit_code != 0 and not (record and record["complete"]):
         tail = "\n".join(output.splitlines()[-15:])
-        return f"`{command}` exited with {exit_code}:\n{tail}"
+        summary = bootstrap.failure_summary(output)
+        return f"`{command}` exited with {exit_code}: {summary}\n{tail}"
     if record is None:
         return processes.ran_without_pytpu(command, "the step timer", output)
     if not result["steps_timed"]:

@@ -45,6 +45,19 @@ def safe_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not _SECRET.search(k.upper())}
 
 
+def failure_summary(output: str, limit: int = 300) -> str:
+    """Why a program failed, in one line: the exception its last traceback ends with (its
+    message's first line; torch's dispatcher errors list dozens of backends after it), else the
+    last line of its output."""
+    lines = output.strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call")]
+    found = next(
+        (line for line in lines[starts[-1] + 1 :] if line and not line[0].isspace()), None
+    ) if starts else None  # fmt: skip
+    line = (found or (lines[-1] if lines else "no output")).strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def program_environment(name: str, settings: dict[str, Any]) -> dict[str, str]:
     """The environment of a program run with PyTPU inside it: `settings` in the variable `name`
     (HARNESS_ENV or TIMER_ENV), no secrets, this Python first on PATH (the command's `python`
