@@ -1,7 +1,8 @@
 """A program that places nothing on a device (no `.to(`, `device=`, CUDA or XLA device) but
 trains a model, that is, builds an optimizer from `model.parameters()`: the model, the tensors
 the program gives it and its loss, and the tensors the model's methods make move to the XLA
-device. The file's loops are then steps like any device program's (barriers, MpDeviceLoader).
+device, and what it reads back into NumPy is copied to the host first. The file's loops are then
+steps like any device program's (barriers, MpDeviceLoader).
 Where no such model is found, R-DEV-21's `host_training` says the program stays on the CPU."""
 
 from __future__ import annotations
