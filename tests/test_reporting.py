@@ -255,6 +255,19 @@ def test_benchmark_speedup_or_failure_is_said_plainly():
     assert "Speedup" not in regressed
 
 
+def test_a_side_measured_on_a_busy_machine_says_its_speedup_is_uncertain():
+    doc = load("parity")
+    assert "vary widely" not in render(doc)  # 47.9–49.8 ms: an idle machine
+    doc["benchmark"]["baseline"]["spread_ms"].update(p25=110.0, p75=224.0)
+    text = section(render(doc), "Benchmark")
+    assert (
+        "> ⚠️ **The before side's step times vary widely** (p25–p75: 110–224 ms): something"
+        " else was likely running on the machine, so the speedup below is uncertain."
+    ) in text
+    assert text.index("vary widely") < text.index("**Speedup:")
+    assert "after side" not in text
+
+
 def test_a_target_that_is_not_a_tpu_is_named_as_such():
     doc = load("parity")
     assert "The target is XLA on the CPU, not a TPU" in render(doc)

@@ -23,6 +23,9 @@ TEMPLATES = Path(__file__).with_name("templates")
 ENTRY = "report.md.j2"
 COLLAPSE_AFTER = 10  # tables with more rows than this go inside <details>
 NOTHING_ON_XLA = "n/a — nothing ran on the XLA device"  # the speedup when XLA compiled no graph
+# A side whose third quartile of step times is this many times its first was measured on a busy
+# machine (an idle one gives 1.0 to 1.2): its median, and the speedup, are uncertain.
+NOISY_SPREAD = 1.5
 
 
 @cache
@@ -130,7 +133,9 @@ def _environment(overrides: Path | None) -> jinja2.Environment:
     )
     env.filters.update(cell=cell, code=code, number=number, duration=duration, plural=plural)
     env.filters.update(first_line=first_line, short_device=short_device, speedup=speedup_text)
-    env.globals.update(collapse_after=COLLAPSE_AFTER, nothing_on_xla=NOTHING_ON_XLA)
+    env.globals.update(
+        collapse_after=COLLAPSE_AFTER, nothing_on_xla=NOTHING_ON_XLA, NOISY_SPREAD=NOISY_SPREAD
+    )
     return env
 
 
