@@ -166,6 +166,7 @@ def test_what_the_device_computed_is_copied_to_the_host_before_numpy_reads_it():
         host = x.numpy()
         kept = out.detach().cpu().numpy()
         array = np.array(out.detach())
+        wide = out.detach().double().numpy()
         """
     )
     assert "R-DEV-25" in rules
@@ -173,3 +174,6 @@ def test_what_the_device_computed_is_copied_to_the_host_before_numpy_reads_it():
     assert _line(after, "host = ") == "host = x.numpy()"  # a host tensor
     assert _line(after, "kept = ") == "kept = out.detach().cpu().numpy()"  # on the host already
     assert _line(after, "array = ") == "array = np.array(out.detach().cpu())"
+    # a dtype conversion stays on the device
+    assert _line(after, "wide = ") == "wide = out.detach().double().cpu().numpy()"
+

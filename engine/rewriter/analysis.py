@@ -332,7 +332,7 @@ class FileAnalysis:
 
     def _on_if(self, node: cst.If) -> None:
         nodes = list(patterns.walk(node.test))
-        self.rank_guards.append(self.index.rank_guards.is_guard(node.test, self.resolver, nodes))
+        self.rank_guards.append(self.index.rank_guards.is_guard(nodes, self.resolver))
         if any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in nodes):
             self.contexts.append("T")  # `if step % log_every == 0:` throttles what it holds
 

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from pytpu.engine.rewriter.patterns import NameGlobs, dotted_name, walk
+from pytpu.engine.rewriter.patterns import NameGlobs, dotted_name
 
 _CONST_RE = re.compile(r"^cuda(:\d+)?$")
 _TEMPLATE_RE = re.compile(r"^cuda:\{[^{}]*\}$")
@@ -166,12 +166,9 @@ class RankGuards:
             return node.attr.value in globs
         return kind is cst.Name and node.value in globs
 
-    def is_guard(
-        self, test: cst.CSTNode, resolver: object, nodes: Iterable[cst.CSTNode] | None = None
-    ) -> bool:
-        """Whether `test` (whose nodes, `walk(test)`, the caller may have listed) asks for the
-        rank."""
-        for node in walk(test) if nodes is None else nodes:
+    def is_guard(self, nodes: Iterable[cst.CSTNode], resolver: object) -> bool:
+        """Whether a test, given as its nodes (`walk(test)`), asks for the rank."""
+        for node in nodes:
             kind = type(node)
             if kind is cst.Name or kind is cst.Attribute:
                 if self._named(node, self.flags):

@@ -139,17 +139,15 @@ def _run_variants(
             each.failure = f"did not finish in {min(limit, left):.0f} s"
             continue
         if run.returncode != 0:
-            last = (run.stderr.strip().splitlines() or ["no message"])[-1]
-            each.failure = f"exits with {run.returncode} on the original code: {last[:160]}"
+            last = bootstrap.failure_summary(run.stderr, limit=160)
+            each.failure = f"exits with {run.returncode} on the original code: {last}"
         else:
             each.runs.append(run)
 
 
 def _check(run: Run, command: str) -> None:
     if run.returncode != 0:
-        tail = "\n".join(run.stderr.splitlines()[-12:])
-        summary = bootstrap.failure_summary(run.stderr)
-        raise RecordingFailed(f"`{command}` exited with {run.returncode}: {summary}\n{tail}")
+        raise RecordingFailed(bootstrap.exit_message(f"`{command}`", run.returncode, run.stderr))
     if not run.harness:
         raise RecordingFailed(processes.ran_without_pytpu(command, "the harness", run.stderr))
 

@@ -381,9 +381,7 @@ def _error(
     output: str,
 ) -> str | None:
     if exit_code != 0 and not (record and record["complete"]):
-        tail = "\n".join(output.splitlines()[-15:])
-        summary = bootstrap.failure_summary(output)
-        return f"`{command}` exited with {exit_code}: {summary}\n{tail}"
+        return bootstrap.exit_message(f"`{command}`", exit_code, output)
     if record is None:
         return processes.ran_without_pytpu(command, "the step timer", output)
     if not result["steps_timed"]:

@@ -64,6 +64,8 @@ class _Program:
     calls: list[_Site] = field(default_factory=list)
     operations: list[_Site] = field(default_factory=list)  # binary operations, comparisons
     loops: dict[int, int | None] = field(default_factory=dict)  # `for` loop id -> its scope
+    # (the makers of device tensors and the names on the device, found once after the walk)
+    device: tuple[set[Name], set[Name]] | None = None
 
     def name(self, scope: int | None, name: str) -> Name:
         """What `name` refers to in `scope`: its own binding there, else the module's."""
@@ -245,9 +247,11 @@ def _qualified(walk, site: _Site) -> set[str]:
 
 def _on_device(walk, program: _Program) -> tuple[set[Name], set[Name]]:
     """What makes device tensors (the models, the loss modules), and every name on the device."""
-    losses = _loss_modules(walk, program)
-    makers = program.models | losses
-    return makers, _device_names(walk, program, losses) | makers
+    if program.device is None:
+        losses = _loss_modules(walk, program)
+        makers = program.models | losses
+        program.device = makers, _device_names(walk, program, losses) | makers
+    return program.device
 
 
 def _root(node: cst.CSTNode) -> cst.CSTNode:
@@ -322,10 +326,13 @@ def _plan_inputs(walk, case) -> None:
 
 # Calls that read a tensor into a NumPy array, the tensor their first argument.
 TO_NUMPY = frozenset({"numpy.array", "numpy.asarray"})
+_TO_NUMPY_NAMES = frozenset(name.rsplit(".", 1)[1] for name in TO_NUMPY)
 
 
 def _on_host_already(node: cst.CSTNode) -> bool:
-    return type(node) is cst.Call and patterns.last_name(node.func) in ("cpu", "to")
+    """`x.cpu()`. (A file that says `.to(` is no file these analyses move, so `.to("cpu")` is
+    not looked for here.)"""
+    return type(node) is cst.Call and patterns.last_name(node.func) == "cpu"
 
 
 def _plan_host_reads(walk, case) -> None:
@@ -339,7 +346,11 @@ def _plan_host_reads(walk, case) -> None:
         call, func = site.node, site.node.func
         if type(func) is cst.Attribute and func.attr.value == "numpy" and not call.args:
             tensor, path = func.value, [*site.path, id(call), id(func)]
-        elif call.args and walk.resolver.qualified_names(func) & TO_NUMPY:
+        elif (
+            call.args
+            and patterns.last_name(func) in _TO_NUMPY_NAMES
+            and walk.resolver.qualified_names(func) & TO_NUMPY
+        ):
             tensor, path = call.args[0].value, [*site.path, id(call), id(call.args[0])]
         else:
             continue
@@ -419,7 +430,7 @@ ANALYSES.register(
         doc="in a file `implicit_model` moves to the device: each tensor read into NumPy "
         "(`$value.numpy()`, `numpy.array($value)`, `numpy.asarray($value)`) that the model, a "
         "loss or what was computed from them made (by the same reckoning as `implicit_inputs`), "
-        "unless it is moved already (`.cpu()`, `.to(...)`), with `$value` bound",
+        "unless it is moved already (`.cpu()`), with `$value` bound",
         words=_words,
         after_walk=_plan_host_reads,
         rewrite=_by_the_rule,

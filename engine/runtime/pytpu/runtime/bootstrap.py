@@ -58,6 +58,12 @@ def failure_summary(output: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def exit_message(what: str, code: int, output: str, tail: int = 15) -> str:
+    """`what` exited with `code`: the failure's summary line, then the output's last lines."""
+    last = "\n".join(output.strip().splitlines()[-tail:])
+    return f"{what} exited with {code}: {failure_summary(output)}\n{last}"
+
+
 def program_environment(name: str, settings: dict[str, Any]) -> dict[str, str]:
     """The environment of a program run with PyTPU inside it: `settings` in the variable `name`
     (HARNESS_ENV or TIMER_ENV), no secrets, this Python first on PATH (the command's `python`

@@ -470,11 +470,9 @@ def check_program_ran(run: ProgramRun, on_device: bool = True) -> None:
     """The program exited with 0 and, with `on_device` on the XLA side, ran something there (a
     test comparing its numbers would compare the host with itself otherwise)."""
     if run.returncode != 0:
+        # (reports keep a failure's first line: it names the exception)
         output = run.stderr or run.stdout
-        # Reports keep a failure's first line: it names the exception.
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        summary = bootstrap.failure_summary(output)
-        raise AssertionError(f"the program exited with {run.returncode}: {summary}\n{tail}")
+        raise AssertionError(bootstrap.exit_message("the program", run.returncode, output))
     if on_device and device_kind() == "xla" and not run.executions:
         raise AssertionError("PYTPU_DEVICE=xla but the program ran nothing on the XLA device")
 
