@@ -49,6 +49,8 @@ def test_what_the_model_returned_constants_and_numbers_stay_where_they_are():
         import torch
 
         scale = 0.5
+        base = torch.ones(8, 4)
+        noisy = torch.normal(2 * base, 1)
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         x = torch.randn(8, 4)
@@ -62,6 +64,7 @@ def test_what_the_model_returned_constants_and_numbers_stay_where_they_are():
         """
     )
     assert _line(after, "out = ") == f"out = model(x.to({DEVICE}), None)"
+    assert _line(after, "noisy = ") == "noisy = torch.normal(2 * base, 1)"  # no device value near
     assert _line(after, "loss = ") == (
         f"loss = ((out - target.to({DEVICE})) * scale).pow(2).mean() + (out > 0).float().mean()"
     )
@@ -176,4 +179,3 @@ def test_what_the_device_computed_is_copied_to_the_host_before_numpy_reads_it():
     assert _line(after, "array = ") == "array = np.array(out.detach().cpu())"
     # a dtype conversion stays on the device
     assert _line(after, "wide = ") == "wide = out.detach().double().cpu().numpy()"
-

@@ -409,3 +409,13 @@ def test_a_suite_imports_package_modules_by_their_names(tmp_path, monkeypatch):
     train = suite.load_script("src/pytpu_demo_pkg/train.py")
     assert train.step(1) == 3
     assert support.package_location(tmp_path / "script.py") == (tmp_path, None)
+
+
+def test_a_script_whose_name_starts_with_a_digit_gets_a_loader_python_accepts(tmp_path):
+    """`302_classification.py` (a tutorial's numbered script) is loaded under a valid name."""
+    from pytpu.engine.testgen.suite import _Code
+
+    code = _Code(tmp_path, {})
+    names = [code.loader_for(f) for f in ("302_classification.py", "pkg/model.py", "302.py")]
+    assert names == ["_302_classification_py", "model_py", "_302_py"]
+    assert all(name.isidentifier() for name in names)

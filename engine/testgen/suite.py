@@ -151,6 +151,8 @@ class _Code:
         relative = source_file(relative)
         if relative not in self.loaders:
             name = file_slug(Path(relative).name)
+            if not name.isidentifier():
+                name = "_" + name  # `302_classification.py`: a name may not start with a digit
             taken = set(self.loaders.values()) | {"support", "suite", "torch", "pytest", "st"}
             while name in taken:
                 name = "_" + name

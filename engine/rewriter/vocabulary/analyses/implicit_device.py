@@ -266,12 +266,17 @@ def _root(node: cst.CSTNode) -> cst.CSTNode:
             return node
 
 
+def _from_device(program: _Program, site: _Site, value: cst.CSTNode, on_device: set[Name]) -> bool:
+    """Whether a value is what the model (or a loss) made, or was computed from it."""
+    root = _root(value)
+    return type(root) is cst.Name and program.name(site.scope, root.value) in on_device
+
+
 def _on_host(program: _Program, site: _Site, value: cst.CSTNode, on_device: set[Name]) -> bool:
     """Whether a value may be a host tensor: not a constant, not what the model made."""
     if isinstance(value, _CONSTANTS) or (type(value) is cst.Name and value.value in _KEYWORDS):
         return False
-    root = _root(value)
-    if type(root) is cst.Name and program.name(site.scope, root.value) in on_device:
+    if _from_device(program, site, value, on_device):
         return False
     if type(value) is cst.Call and patterns.last_name(value.func) == "to":
         return False  # moved already
@@ -304,8 +309,8 @@ def _plan_inputs(walk, case) -> None:
             sides = (node.left, node.right)
         else:
             sides = (node.left, *(t.comparator for t in node.comparisons))
-        if all(_on_host(program, site, side, on_device) for side in sides):
-            continue  # nothing from the device meets it here
+        if not any(_from_device(program, site, side, on_device) for side in sides):
+            continue  # nothing from the device meets it here (`2 * base` is the host's)
         for side in sides:
             root = _root(side)
             if type(root) is not cst.Name or not _free(walk, side):
