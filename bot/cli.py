@@ -7,20 +7,23 @@ Both hand the event to `handle.handle`, which looks it up in the one table of `b
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from pytpu.bot import context as run_context
 from pytpu.bot import tokens
 
-if TYPE_CHECKING:
-    from pytpu.bot import webhook
+
+class RunOn(enum.StrEnum):
+    here = "here"
+    workflow = "workflow"
+
 
 action_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 serve_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -61,51 +64,73 @@ def action() -> None:
     raise typer.Exit(result.exit_code)
 
 
-def _webhook_handler(token: str, api_url: str, server_url: str) -> webhook.Handler:
-    from pytpu.bot import handle
-
-    def run(event: str, payload: dict[str, Any]) -> None:
-        context = run_context.RunContext(
-            event_name=event,
-            payload=payload,
-            repository=payload["repository"]["full_name"],
-            api_url=api_url,
-            server_url=server_url,
-            token=token,
-            workdir=Path(tempfile.gettempdir()),
-        )
-        handle.handle(context)
-
-    return run
-
-
 @serve_app.command("serve")
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8080,
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of the durable queue (default: $PYTPU_STATE, else "
+            "$XDG_STATE_HOME/pytpu or ~/.local/state/pytpu)."
+        ),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Jobs run at once, each of another repository.")
+    ] = 2,
+    threads: Annotated[int, typer.Option(min=1, help="HTTP requests served at once.")] = 8,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds the running jobs get to finish at shutdown before they are "
+            "stopped and queued again.",
+        ),
+    ] = 600.0,
+    run_on: Annotated[
+        RunOn,
+        typer.Option(
+            help="Where `/pytpu migrate` runs: here (a child process of this server) or in the "
+            "repository's PyTPU workflow, started through workflow_dispatch (a runner pool)."
+        ),
+    ] = RunOn.here,
+    workflow: Annotated[
+        str, typer.Option(help="The workflow file that --run-on workflow starts.")
+    ] = "pytpu.yml",
 ) -> None:
     """Receive GitHub webhooks (a GitHub App's deliveries) and handle them as `pytpu action` does.
 
     Needs PYTPU_WEBHOOK_SECRET (the App's webhook secret: deliveries are verified with it) and
     PYTPU_GITHUB_TOKEN (a token with the App's permissions); GITHUB_API_URL and GITHUB_SERVER_URL
-    name a GitHub Enterprise server. Put it behind a TLS proxy.
+    name a GitHub Enterprise server. Accepted deliveries wait in a durable queue until handled,
+    across restarts; GET /healthz reports it. SIGTERM stops gracefully. Put it behind a TLS proxy.
     """
-    from wsgiref.simple_server import make_server
-
-    from pytpu.bot import handle, webhook  # importing handle fills the table of events
+    from pytpu.bot import handle, service  # importing handle fills the table of events
 
     secret = os.environ.pop("PYTPU_WEBHOOK_SECRET", "")
     token = tokens.take_token()
-    _logging(token)
+    service.json_logging()
+    tokens.protect_logs(token)
     if not secret or not token:
         typer.echo("pytpu serve: error: set PYTPU_WEBHOOK_SECRET and PYTPU_GITHUB_TOKEN", err=True)
         raise typer.Exit(2)
-    handler = _webhook_handler(
-        token,
-        os.environ.get("GITHUB_API_URL", "https://api.github.com"),
-        os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
+    job = [sys.executable, "-m", "pytpu.bot.job", "--parent", str(os.getpid())]
+    job += ["--api-url", os.environ.get("GITHUB_API_URL", "https://api.github.com")]
+    job += ["--server-url", os.environ.get("GITHUB_SERVER_URL", "https://github.com")]
+    if run_on is RunOn.workflow:
+        job += ["--workflow", workflow]
+    settings = service.Settings(
+        host=host,
+        port=port,
+        state=state or service.default_state(),
+        workers=workers,
+        threads=threads,
+        grace=grace,
+        job_command=job,
+        job_environment={**os.environ, "PYTPU_GITHUB_TOKEN": token},
     )
-    app = webhook.WebhookApp(secret, handler, handle.EVENTS.webhook_events())
-    with make_server(host, port, app) as server:
-        print(f"pytpu serve: listening on http://{host}:{server.server_port}/", file=sys.stderr)
-        server.serve_forever()
+    try:
+        service.serve(settings, secret, handle.EVENTS.webhook_events())
+    except service.StateInUse as exc:
+        typer.echo(f"pytpu serve: error: {exc}", err=True)
+        raise typer.Exit(2) from None

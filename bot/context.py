@@ -26,6 +26,13 @@ class RunContext:
     run_url: str | None = None
     output_path: Path | None = None
     summary_path: Path | None = None
+    # `pytpu serve`'s delivery and which start of its job this is: a job started again after a
+    # kill must not repeat what its first start did (a reply is looked for before it is posted).
+    delivery: str | None = None
+    attempt: int = 1
+    # The workflow file that runs the main job (`pytpu serve --run-on workflow`), or None: this
+    # process runs it.
+    workflow: str | None = None
 
     @property
     def owner(self) -> str:

@@ -90,6 +90,16 @@ PULL_REQUEST = register(
         permission="pull-requests: write",
     )
 )
+# `pytpu serve --run-on workflow`: the repository's PyTPU workflow started for the main job.
+DISPATCH = register(
+    Step(
+        name="dispatch",
+        does="start the repository's PyTPU workflow (workflow_dispatch)",
+        permission="actions: write",
+        resource=f"the workflow (`{WORKFLOW_FILE}` on the default branch)",
+        likely="the workflow file is not on the default branch, or it has no workflow_dispatch",
+    )
+)
 # Once it exists (`attempt`ed).
 STATUS = register(
     Step(

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytpu.bot")
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
+# The inputs of the PyTPU workflow's workflow_dispatch by which `pytpu serve --run-on workflow`
+# hands it a `/pytpu migrate` (examples/workflows/pytpu.yml declares them).
+DISPATCH_INPUTS = ("issue", "comment")
 
 
 def handle(context: RunContext) -> EventResult:
@@ -62,8 +65,14 @@ def handle(context: RunContext) -> EventResult:
 
 @EVENTS.on("workflow_dispatch", webhook=False)  # an App's delivery of it is someone else's run
 def on_dispatch(context: RunContext, repo: Repository) -> EventResult:
-    """The workflow started by hand: migrate the default branch."""
-    result = _migrate_and_publish(context, repo)
+    """The workflow started by hand: migrate the default branch. Started by `pytpu serve --run-on
+    workflow` for a `/pytpu migrate` (inputs `issue` and `comment`): answer that comment too."""
+    inputs = context.payload.get("inputs") or {}
+    if all(inputs.get(name) for name in DISPATCH_INPUTS):
+        issue = repo.get_issue(int(inputs["issue"]))
+        result = _migrate(context, repo, issue, issue.get_comment(int(inputs["comment"])))
+    else:
+        result = _migrate_and_publish(context, repo)
     _finish(context, result)
     return result
 
@@ -74,6 +83,8 @@ def on_push(context: RunContext, repo: Repository) -> EventResult:
     # PyTPU's own push to pytpu/migrate must not start another run.
     if context.payload.get("ref") != f"refs/heads/{repo.default_branch}":
         return EventResult(notes=["push to another branch: nothing to do"])
+    if context.workflow:
+        return _hand_over(context, repo)
     return on_dispatch(context, repo)
 
 
@@ -91,14 +102,16 @@ def on_comment(context: RunContext, repo: Repository) -> EventResult:
     except slash.CommandError as exc:
         if not _may_write(repo, login):
             return EventResult(notes=["not a valid command, from someone without write access"])
-        issue.create_comment(f"{exc}.\n\n{slash.HELP}")
+        _reply(context, issue, f"{exc}.\n\n{slash.HELP}")
         return EventResult(notes=[str(exc)])
     if parsed is None:
         return EventResult(notes=["not a command: ignored"])
     if not _may_write(repo, login):
-        issue.create_comment(
+        _reply(
+            context,
+            issue,
             f"Thanks @{login}! Only people with write access to this repository can run "
-            "`/pytpu` commands, so nothing was run. A maintainer can comment `/pytpu migrate`."
+            "`/pytpu` commands, so nothing was run. A maintainer can comment `/pytpu migrate`.",
         )
         return EventResult(notes=[f"{login} has no write access: replied, nothing ran"])
     comment = issue.get_comment(payload["comment"]["id"])
@@ -141,7 +154,7 @@ def on_command(name: str) -> Callable[[CommandHandler], CommandHandler]:
 def _help(
     context: RunContext, repo: Repository, issue: Issue, comment: IssueComment
 ) -> EventResult:
-    issue.create_comment(slash.HELP)
+    _reply(context, issue, slash.HELP)
     return EventResult(notes=["help"])
 
 
@@ -149,6 +162,8 @@ def _help(
 def _migrate(
     context: RunContext, repo: Repository, issue: Issue, comment: IssueComment
 ) -> EventResult:
+    if context.workflow:
+        return _hand_over(context, repo, issue)
     try:
         result = _migrate_and_publish(context, repo)
         mood = "rocket" if result.pr_number is not None else None
@@ -161,11 +176,44 @@ def _migrate(
     reply = _paragraphs(*result.notes, followups.reply_section(result.followup_failures))
     followups.attempt(
         followups.REPLY,
-        lambda: issue.create_comment(reply),
+        lambda: _reply(context, issue, reply),
         result.followup_failures,
         context.token,
     )
     return result
+
+
+def _hand_over(context: RunContext, repo: Repository, issue: Issue | None = None) -> EventResult:
+    """`pytpu serve --run-on workflow`: the main job runs in the repository's PyTPU workflow, on
+    its runners (a TPU pool), started through workflow_dispatch; for a comment, that run reacts
+    and replies (inputs `issue` and `comment`). Only a failure to start it is answered here."""
+    inputs = {}
+    if issue is not None:
+        comment = context.payload["comment"]["id"]
+        inputs = dict(zip(DISPATCH_INPUTS, (str(issue.number), str(comment)), strict=True))
+    try:
+        with followups.during(followups.DISPATCH):
+            workflow = repo.get_workflow(context.workflow)
+            workflow.create_dispatch(repo.default_branch, inputs, throw=True)
+    except followups.StepFailed as exc:
+        if issue is None:
+            raise
+        message = _failure_text(exc, context)
+        _reply(context, issue, message)
+        return EventResult(exit_code=1, notes=[message])
+    return EventResult(notes=[f"handed to the workflow {context.workflow}"])
+
+
+def _reply(context: RunContext, issue: Issue, text: str) -> None:
+    """Post `text` on `issue` once per delivery: a job started again after a kill finds the reply
+    its first start posted (by a marker GitHub does not show) and does not post it again."""
+    if context.delivery:
+        marker = f"<!-- pytpu-delivery: {context.delivery} -->"
+        if context.attempt > 1 and any(marker in (c.body or "") for c in issue.get_comments()):
+            log.info("reply already posted", extra={"delivery": context.delivery})
+            return
+        text = f"{text}\n\n{marker}"
+    issue.create_comment(text)
 
 
 def _paragraphs(*texts: str) -> str:

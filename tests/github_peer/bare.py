@@ -142,6 +142,11 @@ class BareRepos:
             message=values[9].rstrip("\n"),
         )
 
+    def file(self, owner: str, name: str, ref: str, path: str) -> str | None:
+        """The text of `path` at `ref`, or None."""
+        out = _git("--git-dir", str(self.path(owner, name)), "show", f"{ref}:{path}", check=False)
+        return out or None
+
     def log(self, owner: str, name: str, ref: str) -> list[str]:
         """Commit shas reachable from `ref`, newest first."""
         out = _git("--git-dir", str(self.path(owner, name)), "rev-list", ref, "--")

@@ -525,6 +525,22 @@ class Bodies:
             "creator": self.user(creator),
         }
 
+    def workflow(self, full_name: str, workflow_id: int, path: str, name: str) -> dict[str, Any]:
+        """Workflow (GET /repos/{owner}/{repo}/actions/workflows/{workflow_id})."""
+        stamp = "2026-01-01T00:00:00Z"
+        return {
+            "id": workflow_id,
+            "node_id": node_id("W_", workflow_id),
+            "name": name,
+            "path": path,
+            "state": "active",
+            "created_at": stamp,
+            "updated_at": stamp,
+            "url": f"{self.api}/repos/{full_name}/actions/workflows/{workflow_id}",
+            "html_url": f"{self.web}/{full_name}/blob/HEAD/{path}",
+            "badge_url": f"{self.web}/{full_name}/workflows/{name}/badge.svg",
+        }
+
     def combined_status(
         self, repository: dict[str, Any], sha: str, latest: list[tuple[Status, User]]
     ) -> dict[str, Any]:

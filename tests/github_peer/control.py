@@ -5,7 +5,7 @@
     PUT  /_peer/permissions  {"owner", "name", "user", "permission"}
     POST /_peer/faults       {"method", "path", "status", "count"?, "retry_after"?, "permission"?}
     GET  /_peer/requests     the request log
-    GET  /_peer/state        issues, pulls, comments, reactions, statuses
+    GET  /_peer/state        issues, pulls, comments, reactions, statuses, dispatches
 
 It needs no token and is neither logged nor subject to faults.
 """
@@ -30,7 +30,7 @@ def _state_dump(state: Any) -> dict[str, Any]:
     with state.lock:
         return {
             name: [dataclasses.asdict(item) for item in getattr(state, name)]
-            for name in ("issues", "pulls", "comments", "reactions", "statuses")
+            for name in ("issues", "pulls", "comments", "reactions", "statuses", "dispatches")
         }
 
 

@@ -183,7 +183,8 @@ class GitHubPeer:
 
     @property
     def state(self) -> PeerState:
-        """Live state: .issues, .pulls, .comments, .reactions, .statuses, .repos, .users."""
+        """Live state: .issues, .pulls, .comments, .reactions, .statuses, .dispatches, .repos,
+        .users."""
         return self._state
 
     @property

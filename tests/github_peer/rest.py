@@ -20,17 +20,25 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
+from zlib import crc32
+
+import yaml
 
 from . import bodies, schemas
 from .bare import BareRepos
 from .bodies import Bodies, PullView
 from .faults import Fault, fault_body, fault_headers
 from .routing import ApiError, Call, Reply, Route, match, route, validation_failed
-from .state import PeerState, Pull, Reaction, Repo, Status, now
+from .state import Dispatch, PeerState, Pull, Reaction, Repo, Status, now
 from .wsgi import read_body
 
 PREFIX = "/api/v3"
 _COLLABORATOR_ROLES = {"admin", "maintain", "write", "triage", "read"}
+
+
+def _id_of(path: str) -> int:
+    """A workflow's ID: stable for its path."""
+    return crc32(path.encode()) % 10**8
 
 
 def _token(header: str | None) -> str | None:
@@ -584,6 +592,40 @@ class RestApi:
             [(s, self.state.user(s.creator)) for s in latest.values()],
         )
         return Reply(200, body)
+
+    # workflows -------------------------------------------------------------------------------
+
+    def _workflow(self, owner: str, repo: str, workflow_id: str) -> tuple[Repo, str, dict]:
+        """A workflow by its file name or ID: (repository, path, parsed file), from the default
+        branch, as GitHub lists the workflows it knows."""
+        found = self._repo(owner, repo)
+        branch = self.repos.default_branch(owner, repo)
+        for path in (f".github/workflows/{workflow_id}", ".github/workflows/pytpu.yml"):
+            text = self.repos.file(owner, repo, branch, path)
+            if text is not None and workflow_id in (path.rsplit("/", 1)[1], str(_id_of(path))):
+                return found, path, yaml.safe_load(text) or {}
+        raise ApiError(404, "Not Found")
+
+    @route("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}")
+    def get_workflow(self, call: Call, owner: str, repo: str, workflow_id: str) -> Reply:
+        found, path, workflow = self._workflow(owner, repo, workflow_id)
+        name = workflow.get("name") or path
+        return Reply(200, self.b.workflow(found.full_name, _id_of(path), path, name))
+
+    @route("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches")
+    def dispatch_workflow(self, call: Call, owner: str, repo: str, workflow_id: str) -> Reply:
+        found, path, workflow = self._workflow(owner, repo, workflow_id)
+        triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+        if not isinstance(triggers, dict | list | str) or "workflow_dispatch" not in triggers:
+            raise ApiError(422, "Workflow does not have 'workflow_dispatch' trigger")
+        data = call.json
+        if self.repos.resolve(owner, repo, data["ref"]) is None:
+            raise ApiError(422, f"No ref found for: {data['ref']}")
+        with self.state.lock:
+            self.state.dispatches.append(
+                Dispatch(found.full_name, path, data["ref"], data.get("inputs") or {}, call.login)
+            )
+        return Reply(204)
 
     # users and rate limits -------------------------------------------------------------------
 

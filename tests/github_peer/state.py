@@ -110,6 +110,17 @@ class Status:
 
 
 @dataclass
+class Dispatch:
+    """A workflow_dispatch event: the run GitHub would start."""
+
+    repo: str
+    workflow: str  # the file's path, .github/workflows/NAME
+    ref: str
+    inputs: dict[str, str]
+    actor: str
+
+
+@dataclass
 class PeerState:
     """Everything, in creation order; `lock` guards changes made by the server's threads."""
 
@@ -120,6 +131,7 @@ class PeerState:
     comments: list[Comment] = field(default_factory=list)
     reactions: list[Reaction] = field(default_factory=list)
     statuses: list[Status] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _next_id: int = 1000
 
