@@ -352,8 +352,8 @@ def _benchmark(
         given = program.benchmark or (settings.benchmark if len(recorded) == 1 else None)
         section = benchmark.run(
             ((original, settings.baseline_device), (migrated, "xla")),
-            given or program.generated.command,
-            program.generated.accelerator_flag,
+            # (the run command as given: each side turns the accelerator on in it)
+            given or program.command or program.generated.command,
             warmup=WARMUP,
             steps=STEPS,
             timeout=settings.timeout,

@@ -220,7 +220,7 @@ def test_a_configurator_global_is_set_as_name_equals_value(tmp_path):
 def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, migrated):  # noqa: F811
     # The CUDA program on the CPU and, migrated, on XLA: `--steps 4` is too short for both.
     sides = ((_copy(tmp_path), "cpu"), (migrated, "xla"))
-    bench = benchmark.run(sides, "python train.py --steps 4", "--cuda", WARMUP, STEPS, 300)
+    bench = benchmark.run(sides, "python train.py --steps 4", WARMUP, STEPS, 300)
     assert bench["error"] is None, bench["error"]
     assert bench["command"] == "python train.py --steps 10"
     assert bench["lengthened"] == {
@@ -242,7 +242,7 @@ def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, mi
 
 def test_without_a_step_setting_the_error_says_what_was_looked_for(tmp_path):
     root = _program(tmp_path, FIXED.replace('"--max-steps"', '"--repeats"'))
-    bench = benchmark.run(((root, "cpu"), (root, "cpu")), "python train.py", None, WARMUP, STEPS)
+    bench = benchmark.run(((root, "cpu"), (root, "cpu")), "python train.py", WARMUP, STEPS)
     assert bench["command"] == "python train.py" and bench["lengthened"] is None
     assert bench["baseline"]["error"] == (
         "only 3 steps ran; the benchmark needs 2 warm-up + at least 2 timed steps (after the"
@@ -255,7 +255,7 @@ def test_without_a_step_setting_the_error_says_what_was_looked_for(tmp_path):
 def test_a_setting_that_gives_no_more_steps_is_raised_once(tmp_path):
     root = _program(tmp_path, FIXED)
     bench = benchmark.run(
-        ((root, "cpu"), (root, "cpu")), "python train.py --max-steps 3", None, WARMUP, STEPS
+        ((root, "cpu"), (root, "cpu")), "python train.py --max-steps 3", WARMUP, STEPS
     )
     assert bench["command"] == "python train.py --max-steps 10"  # the command that ran last
     assert bench["lengthened"]["settings"] == [{"option": "--max-steps", "from": 3, "to": 10}]
@@ -268,7 +268,7 @@ def test_a_setting_that_gives_no_more_steps_is_raised_once(tmp_path):
 def test_a_configured_benchmark_command_is_timed_as_written(tmp_path):
     root = _program(tmp_path, EPOCHS)
     bench = benchmark.run(
-        ((root, "cpu"), (root, "cpu")), "python train.py --epochs 1", None, WARMUP, STEPS,
+        ((root, "cpu"), (root, "cpu")), "python train.py --epochs 1", WARMUP, STEPS,
         lengthen=False,
     )  # fmt: skip
     assert bench["command"] == "python train.py --epochs 1" and bench["lengthened"] is None
@@ -286,7 +286,7 @@ def test_a_dry_run_switch_is_left_out_before_any_setting_is_raised(tmp_path):
 def test_the_benchmark_times_a_dry_run_program_without_its_switch(tmp_path):
     root = _program(tmp_path, DRY_RUN)
     sides = ((root, "cpu"), (root, "cpu"))
-    bench = benchmark.run(sides, "python train.py --dry-run", None, WARMUP, STEPS)
+    bench = benchmark.run(sides, "python train.py --dry-run", WARMUP, STEPS)
     assert bench["error"] is None, bench["error"]
     assert bench["command"] == "python train.py"
     assert bench["lengthened"] == {
@@ -302,3 +302,76 @@ def test_the_benchmark_times_a_dry_run_program_without_its_switch(tmp_path):
         f"{WARMUP} warm-up and {STEPS} timed steps, so PyTPU left out `--dry-run`, which cuts the"
         " run short."
     ) in text
+
+
+# --- settings of a configuration system ----------------------------------------------------------
+
+# A configuration system in small: dotted keys set by Hydra's `key=value` words (`+` adds a key),
+# jsonargparse's and CfgNode's `--a.b=value` options, and yacs' `KEY VALUE` pairs after `--opts`.
+CONFIGURED = """
+    import sys
+    import torch
+
+    config = {"trainer.max_steps": 100, "data.batch": 8, "solver.base_lr": 0.1}
+    words, index = sys.argv[1:], 0
+    while index < len(words):
+        word = words[index]
+        if word == "--opts" or word == "--config-file":
+            index += 1 if word == "--opts" else 2
+            continue
+        if "=" in word:
+            key, value = word.lstrip("-+").split("=", 1)
+        else:
+            key, value = word.lstrip("-"), words[index + 1]
+            index += 1
+        config[key.lower()] = float(value) if "." in value else int(value)
+        index += 1
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config["solver.base_lr"])
+    for step in range(config["trainer.max_steps"]):
+        optimizer.zero_grad()
+        model(torch.randn(config["data.batch"], 4)).pow(2).mean().backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("python train.py --trainer.max_steps=2", "python train.py --trainer.max_steps=10"),
+        ("python train.py --trainer.max_steps 2", "python train.py --trainer.max_steps 10"),
+        (
+            "python train.py trainer.max_steps=2 data.batch=4",
+            "python train.py trainer.max_steps=10 data.batch=4",
+        ),
+        ("python train.py +trainer.max_steps=2", "python train.py +trainer.max_steps=10"),
+        (
+            "python train.py --config-file a.yaml --opts TRAINER.MAX_STEPS 2 SOLVER.BASE_LR 0.1",
+            "python train.py --config-file a.yaml --opts TRAINER.MAX_STEPS 10 SOLVER.BASE_LR 0.1",
+        ),
+        ("python train.py TRAINER.MAX_STEPS 2", "python train.py TRAINER.MAX_STEPS 10"),
+        # nanoGPT's configurator, the setting not a literal global of the script: given, it counts.
+        ("python train.py --max_iters=2 --eval_iters=2",
+         "python train.py --max_iters=10 --eval_iters=2"),
+    ],
+)  # fmt: skip
+def test_a_configuration_system_s_step_setting_is_raised(tmp_path, command, expected):
+    root = _program(tmp_path, CONFIGURED)
+    plan = _longer(root, command, _short(2))
+    assert isinstance(plan, benchmark.Longer), plan
+    assert plan.command == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["python train.py trainer.max_steps=3", "python train.py --opts TRAINER.MAX_STEPS 3"],
+)
+def test_the_benchmark_lengthens_a_configured_run(tmp_path, command):
+    # Before, these ran 3 steps and failed: no step setting was found to raise.
+    root = _program(tmp_path, CONFIGURED)
+    bench = benchmark.run(((root, "cpu"), (root, "cpu")), command, WARMUP, STEPS)
+    assert bench["error"] is None, bench["error"]
+    assert bench["lengthened"]["steps_ran"] == 3
+    [setting] = bench["lengthened"]["settings"]
+    assert setting["from"] == 3 and setting["to"] > 3
+    assert bench["baseline"]["steps_timed"] == bench["target"]["steps_timed"] == STEPS

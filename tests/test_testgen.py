@@ -96,7 +96,9 @@ def test_every_unit_the_run_reaches_gets_named_tests(generated):
     assert tested["run with --init=resume"] == ["3 metric lines"]
     assert "would download" in untested["run with --init=hub"]
     assert "def test_program_with_init_resume_metrics_match_recording(program_run):" in program
-    assert 'suite.run_program(COMMAND + " --init=resume", timeout=300' in program
+    # (on XLA, the command PyTPU runs with the accelerator on, with the same setting)
+    resume = 'COMMAND + " --init=resume", timeout=300, on_xla=XLA_COMMAND + " --init=resume"'
+    assert resume in program
 
 
 def test_the_suite_holds_its_tests_and_recordings_and_pins_the_runtime(generated):
@@ -197,7 +199,8 @@ def test_a_failing_or_endless_program_is_a_clear_error(tmp_path):
     repo = _copy(FIXTURE, tmp_path)
     result = _pytpu("testgen", ".", "--run", "python train.py --no-such-flag", cwd=repo)
     assert result.returncode == 2
-    assert "`python train.py --no-such-flag` exited with 2" in result.stderr
+    # (run with the accelerator on: the opt-in `--cuda` added, as on both sides)
+    assert "`python train.py --no-such-flag --cuda` exited with 2" in result.stderr
     result = _pytpu("testgen", ".", "--run", "sleep 30", "--timeout", "2", cwd=repo)
     assert result.returncode == 2
     assert "`sleep 30` did not finish in 2 s" in result.stderr
@@ -248,7 +251,9 @@ def test_inventory_finds_module_classes_and_training_steps(tmp_path):
 def test_run_command_is_built_from_the_scripts_own_short_run_flags(tmp_path):
     repo = _copy(FIXTURE, tmp_path)
     command = discover.run_command(repo, None, repo / "tests" / "pytpu")
-    assert command.command == "python train.py --steps 4"
+    assert command.given == "python train.py --steps 4"
+    # Both sides run it with the opt-in `--cuda` (before the migration, its CUDA path on the CPU).
+    assert command.command == command.on_xla.command == "python train.py --steps 4 --cuda"
     assert command.accelerator_flag == "--cuda" and command.guessed
     given = discover.run_command(repo, "cd . && python train.py", repo / "tests" / "pytpu")
     assert given.entry == "train.py" and not given.guessed
@@ -318,6 +323,13 @@ def test_metric_lines_mask_numbers():
     assert lines == [("step # loss # acc #%", [3.0, 2.5, 91.0])]
     # Padding that depends on a number's width does not change the line's shape.
     assert support.metric_lines("time: 125.43s loss 2")[0][0] == "time: #s loss #"
+
+
+def test_a_printed_tensor_reads_the_same_on_either_device():
+    # A tensor printed on XLA names its device; on the CPU it does not.
+    on_xla = "error in w: tensor([0.5000], device='xla:0', grad_fn=<SubBackward0>)"
+    on_cpu = "error in w: tensor([0.5000], grad_fn=<SubBackward0>)"
+    assert support.metric_lines(on_xla) == support.metric_lines(on_cpu)
 
 
 def test_cost_lines_are_metrics():

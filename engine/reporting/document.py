@@ -15,6 +15,7 @@ from pytpu.engine.reporting import review as review_items
 from pytpu.engine.rewriter import kbdocs
 from pytpu.engine.rewriter.checkout import RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
+from pytpu.engine.testgen import accelerator
 
 if TYPE_CHECKING:  # the pipeline imports this module: its types are for the annotations only
     from pytpu.engine.migrate import BenchmarkRun, BenchmarkRuns, Stages
@@ -148,6 +149,9 @@ def programs(generated: ProgramsResult, benchmarks: BenchmarkRuns) -> list[dict[
                 "tests": sum(len(t) for _, _, t in p.generated.tested) if p.generated else 0,
                 "benchmarked": p.name in timed,
                 "not_benchmarked": not_timed.get(p.name),
+                "on_xla": accelerator.section(p.generated.on_cpu, p.generated.on_xla)
+                if p.generated
+                else None,
             }
         )
     return rows

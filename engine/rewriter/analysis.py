@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import libcst as cst
@@ -87,11 +88,17 @@ class FileAnalysis:
         self.placed_by_analysis: set[int] = set()
         self.module: cst.Module | None = None
 
-    def run(self, module: cst.Module, text: str = "") -> FileAnalysis:
+    def run(
+        self, module: cst.Module, text: str = "", device_aware: bool | None = None
+    ) -> FileAnalysis:
+        """Walk the module. `device_aware` (default: judged from the text) says whether the file
+        is a device program, whose loops are steps."""
         self.module = module
         self.loops = LoopAnalyzer(self.index.loop_settings, module, self.resolver)
         # barriers only matter where something runs on a device
-        self.device_aware = not text or any(w in text for w in DEVICE_WORDS)
+        if device_aware is None:
+            device_aware = not text or _names_device_work(text)
+        self.device_aware = device_aware
         self.text = text
         for analysis, case in self.index.before_walk:
             analysis.before_walk(self, case)
@@ -102,6 +109,14 @@ class FileAnalysis:
         self.path.pop()
         self._decide_after_walk()
         return self
+
+    def writes_device_work(self) -> bool:
+        """A file judged to have no device work whose rewrite writes some (`x.xpu()` becomes
+        `x.to(torch_xla.device())`): a second run would judge the output a device program, so
+        this one must walk it as one."""
+        return not self.device_aware and any(
+            _writes_device_words(plan.case) for plan in self.plans.values()
+        )
 
     @property
     def launches(self) -> bool:
@@ -132,10 +147,23 @@ class FileAnalysis:
         words = {q.rsplit(".", 1)[-1] for q in launchers}
         if self.text and not any(w in self.text for w in words):
             return False
+        # The whole file's imports: a context may ask before the walk reached an import below
+        # (`import torch.multiprocessing as mp` after the module's code, or in `main()`), and
+        # the answer is kept for the file.
+        imported = {
+            local: path
+            for node in patterns.walk(self.module)
+            if type(node) is cst.Import or type(node) is cst.ImportFrom
+            for local, path in bound_paths(node)
+        }
         for node in patterns.walk(self.module):
             if type(node) is cst.Call and patterns.last_name(node.func) in words:
                 # (by what it refers to: Lightning's `fabric.launch()` launches nothing here)
                 if self.resolver.qualified_names(node.func) & launchers:
+                    return True
+                root, _, rest = (patterns.dotted_name(node.func) or "").partition(".")
+                path = imported.get(root)
+                if path is not None and ".".join(filter(None, (path, rest))) in launchers:
                     return True
         return False
 
@@ -510,6 +538,8 @@ class FileAnalysis:
         if path is None and loop is None and self._written_by_another_rule(case):
             self.claimed.update(id(n) for n in (node, *bindings.covered))
             return
+        if loop is None and case.changes_code and _written_code(case):
+            flags = [*flags, *self._replacement_flags(case, flags)]
         finding = self._finding(case, node)
         if any(action.at_module_top for action, _ in case.actions):
             # a statement for the top of the module: nothing changes at the site itself
@@ -538,6 +568,25 @@ class FileAnalysis:
                 if name not in used:
                     for arg in args:
                         self.claim_subtree(arg)
+
+    def _replacement_flags(self, case: RuleCase, flags: list[RuleCase]) -> list[RuleCase]:
+        """The display-only cases the case's replacement meets where it goes: a second run
+        would flag them in the output, so this run flags them at the site (`x.cuda()` becomes
+        `x.to(torch_xla.device())`, which R-DEV-14 flags before a launch)."""
+        seen = {case.rule.id, *(c.rule.id for c in flags)}
+        found: list[RuleCase] = []
+        for node in (n for code in _written_code(case) for n in patterns.walk(code)):
+            key = patterns.index_key(node)
+            for candidate, pattern in self.index.patterns.get((type(node), key), ()) if key else ():
+                if candidate.changes_code or candidate.rule.id in seen:
+                    continue
+                bindings = patterns.Bindings()
+                if patterns.match(pattern, node, _TEMPLATE_NAMES, bindings) and self.satisfies(
+                    candidate, bindings
+                ):
+                    seen.add(candidate.rule.id)
+                    found.append(candidate)
+        return found
 
     def _finding(self, case: RuleCase, node: cst.CSTNode) -> Finding:
         return Finding(
@@ -570,6 +619,19 @@ class FileAnalysis:
         self.setups.append((finding, case))
         self.on_path.add(id(self.module))
 
+    def _has_setup(self, code: str) -> bool:
+        """Whether a top-level statement of the module is `code`, whatever its aliases."""
+        assert self.module is not None
+        wanted = _parsed(code)
+        for statement in self.module.body:
+            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            target = small.value if type(small) is cst.Expr else small
+            if patterns.match(wanted, target, self.resolver, patterns.Bindings()):
+                return True
+        return False
+
     def _written_by_another_rule(self, case: RuleCase) -> bool:
         """The statement around the site carries the comment of another rule (`# PYTPU705 ...`):
         the site is that rule's output (a `.cpu()` it added), which no other rule judges. Only
@@ -596,6 +658,9 @@ class FileAnalysis:
                 self.plan(node, case, patterns.Bindings(covered=[node]), path=path)
         for analysis, case in self.index.after_walk:
             analysis.after_walk(self, case)
+        # A setup statement the module has already, spelled with its own aliases (`import torch
+        # as th`; `th.__future__...`): known once the walk has seen every import.
+        self.setups = [(f, c) for f, c in self.setups if not self._has_setup(c.action("setup"))]
 
     def defer(self, node: cst.CSTNode, case: RuleCase) -> None:
         """Plan `node` for `case` after the walk, if no other plan took it by then (decisions
@@ -611,6 +676,66 @@ class FileAnalysis:
 
 
 _WRITTEN = re.compile(r"^#\s*(PYTPU\d+)\b")  # a comment PyTPU wrote for a reviewer
+
+
+# A comment PyTPU wrote (`# PYTPU110 note: module.to(xla) swaps ...`), on a line of its own.
+_OWN_COMMENT_LINE = re.compile(r"^[ \t]*#\s*PYTPU\d+\b.*$", re.MULTILINE)
+
+
+def _names_device_work(text: str) -> bool:
+    """The text has a word of device work outside the comments PyTPU wrote (their words are
+    not the program's: a second run must judge the file as the first did)."""
+    if not any(word in text for word in DEVICE_WORDS):
+        return False
+    if "PYTPU" in text:
+        text = _OWN_COMMENT_LINE.sub("", text)
+    return any(word in text for word in DEVICE_WORDS)
+
+
+@cache
+def _parsed(code: str) -> cst.CSTNode:
+    return patterns.parse_code(code)
+
+
+# Actions whose value is code the rewrite writes at the site (or right after it), by name.
+_ACTION_CODE: dict[str, Callable[[Any], list[str]]] = {
+    "set_kwargs": lambda value: list(value.values()),
+    "insert_after": lambda value: [value],
+}
+
+
+@cache
+def _written_code(case: RuleCase) -> tuple[cst.CSTNode, ...]:
+    """The code a case writes where its site is: its replacement and its actions' code."""
+    code = [case.template] if case.template is not None else []
+    for action, value in case.actions:
+        texts = _ACTION_CODE.get(action.name)
+        code += [_parsed(text) for text in texts(value)] if texts else []
+    return tuple(code)
+
+
+@cache
+def _writes_device_words(case: RuleCase) -> bool:
+    empty = cst.Module(body=[])
+    return any(
+        word in empty.code_for_node(code) for code in _written_code(case) for word in DEVICE_WORDS
+    )
+
+
+class _TemplateNames:
+    """Names in a rule's replacement are written as what they refer to (`torch_xla.device`):
+    each dotted name is its own qualified name, and its module prefixes are modules."""
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        name = patterns.dotted_name(node)
+        return {name} if name else set()
+
+    def is_module(self, node: cst.CSTNode) -> bool:
+        name = patterns.dotted_name(node)
+        return name is not None and name.split(".")[0] in ("torch", "torch_xla")
+
+
+_TEMPLATE_NAMES = _TemplateNames()
 
 
 def _targets(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> list[cst.CSTNode]:

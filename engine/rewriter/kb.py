@@ -2,6 +2,9 @@
 
 A malformed file fails with the file, the rule ID and what is wrong. Each rule is compiled once:
 its patterns and templates are parsed, its wildcards checked, its version range parsed.
+
+Beside the rule families, `kb/` holds data tables (`TABLES`): YAML files with a schema of their
+own (`kb/<name>.schema.json`) whose entries name rules; a rule they name must exist.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ from pytpu.engine.rewriter.vocabulary import (
 from pytpu.engine.rewriter.vocabulary.matches.patterns import PATTERN
 
 DEFAULT_TARGET = "torch_xla"
+# Data tables in kb/ that are not rule families, by the file's stem; each is checked against
+# kb/<stem>.schema.json, and every rule it names must exist.
+TABLES = ("device_api",)
+# The keys of a device_api entry that name a rule, by what the rule does to the name.
+DEVICE_API_RULE_KEYS = ("rewrite", "note", "flag")
 TARGET_VERSIONS = {"torch_xla": Version("2.9")}
 # Minutes of review a finding costs a person, by the effort its diagnostic states.
 EFFORT_MINUTES = {"none": 0, "low": 5, "medium": 30, "high": 120}
@@ -123,6 +131,7 @@ class KnowledgeBase:
     files: list[str]
     # family -> its file's top-level entries other than the rules (title, description, settings)
     families: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # TABLES, by name
 
     def __post_init__(self) -> None:
         self.by_id = {r.id: r for r in self.rules}
@@ -148,8 +157,15 @@ def kb_dir() -> Path:
 
 
 @cache
-def schema() -> dict[str, Any]:
-    return json.loads((kb_dir() / "schema.json").read_text(encoding="utf-8"))
+def schema(name: str = "schema.json") -> dict[str, Any]:
+    """A schema of kb/: the family files' (`schema.json`) or a table's (`<table>.schema.json`)."""
+    return json.loads((kb_dir() / name).read_text(encoding="utf-8"))
+
+
+def schema_name(path: str | Path) -> str:
+    """The schema a file of kb/ is checked against, by its name."""
+    stem = Path(path).stem
+    return f"{stem}.schema.json" if stem in TABLES else "schema.json"
 
 
 def _rule_id_at(document: Any, path: list[Any]) -> str | None:
@@ -161,10 +177,10 @@ def _rule_id_at(document: Any, path: list[Any]) -> str | None:
 
 
 def validate_document(document: Any, path: str) -> None:
-    """Check one family file against the schema; raise KBError on the first (most precise) error."""
+    """Check one file of kb/ against its schema; raise KBError on the first (most precise) error."""
     import jsonschema  # (only for a file not checked before: see `_validated_marker`)
 
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = jsonschema.Draft202012Validator(schema(schema_name(path)))
     errors = sorted(validator.iter_errors(document), key=lambda e: (len(e.path), str(e.path)))
     if not errors:
         return
@@ -192,15 +208,16 @@ def load_file(path: Path) -> dict[str, Any]:
         raise KBError(
             str(path), None, "a family file is a mapping with 'family', 'title' and 'rules'"
         )
-    seen = _validated_marker(text)
+    seen = _validated_marker(text, schema_name(path))
     if seen is None or not seen.exists():
         validate_document(document, str(path))
-        _check_examples(document, f"kb/{path.name}")
+        if path.stem not in TABLES:
+            _check_examples(document, f"kb/{path.name}")
         _remember(seen)
     return document
 
 
-def _validated_marker(text: str) -> Path | None:
+def _validated_marker(text: str, name: str = "schema.json") -> Path | None:
     """A file in the user's cache whose name says this family file, as it is now, passed this
     schema: the check is then skipped (it is most of loading the KB). None without a cache."""
     root = os.environ.get("PYTPU_CACHE_DIR") or os.path.join(
@@ -208,14 +225,14 @@ def _validated_marker(text: str) -> Path | None:
     )
     if root.startswith("~"):
         return None  # no home folder
-    digest = hashlib.sha256(f"{_schema_digest()}\0{text}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{_schema_digest(name)}\0{text}".encode()).hexdigest()
     return Path(root) / "kb-checked" / digest
 
 
 @cache
-def _schema_digest() -> str:
+def _schema_digest(name: str = "schema.json") -> str:
     """The schema's fingerprint, computed once per process (not once per family file)."""
-    return hashlib.sha256(json.dumps(schema(), sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(schema(name), sort_keys=True).encode()).hexdigest()
 
 
 def _remember(marker: Path | None) -> None:
@@ -372,6 +389,36 @@ def _check_examples(document: dict[str, Any], path: str) -> None:
                     raise KBError(path, raw["id"], message) from None
 
 
+def device_api_entries(table: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(section, name, entry) for every name of the device_api table, in the file's order."""
+    return [
+        (section, name, entry)
+        for section, body in table["sections"].items()
+        for name, entry in body["names"].items()
+    ]
+
+
+def device_api_rule(entry: dict[str, Any]) -> tuple[str, str | None]:
+    """What a device_api entry says PyTPU does with its name: ('rewrite' | 'note' | 'flag', the
+    rule's ID) or ('nothing', None)."""
+    for key in DEVICE_API_RULE_KEYS:
+        if key in entry:
+            return key, entry[key]
+    return "nothing", None
+
+
+def _check_tables(tables: dict[str, dict[str, Any]], rule_ids: dict[str, str]) -> None:
+    """Every rule a table names exists (each table's schema checked the rest)."""
+    table = tables.get("device_api")
+    if table is None:
+        return
+    for section, name, entry in device_api_entries(table):
+        _, rule_id = device_api_rule(entry)
+        if rule_id is not None and rule_id not in rule_ids:
+            where = f"sections/{section}/names/{name}"
+            raise KBError("kb/device_api.yaml", None, f"{where}: no rule {rule_id} in the KB")
+
+
 def load(directory: Path | None = None) -> KnowledgeBase:
     directory = directory or kb_dir()
     rules: list[Rule] = []
@@ -385,9 +432,13 @@ def load(directory: Path | None = None) -> KnowledgeBase:
     families: dict[str, dict[str, Any]] = {}
     seen_ids: dict[str, str] = {}
     seen_codes: dict[str, str] = {}
+    tables: dict[str, dict[str, Any]] = {}
     for path in files:
         document = load_file(path)
         rel = f"kb/{path.name}"
+        if path.stem in TABLES:
+            tables[path.stem] = document
+            continue
         families[document["family"]] = {k: v for k, v in document.items() if k != "rules"}
         if "modules" in document:
             modules.update(document["modules"])
@@ -408,14 +459,16 @@ def load(directory: Path | None = None) -> KnowledgeBase:
                 )
             seen_ids[rule.id], seen_codes[code] = rel, rule.id
             rules.append(rule)
+    _check_tables(tables, seen_ids)
     return KnowledgeBase(
         rules=rules,
         modules=modules,
         device_positions=device_positions,
         rank_guards=rank_guards,
         loops=loops,
-        files=[f"kb/{p.name}" for p in files],
+        files=[f"kb/{p.name}" for p in files if p.stem not in TABLES],
         families=families,
+        tables=tables,
     )
 
 

@@ -282,6 +282,15 @@ def render(knowledge: KnowledgeBase | None = None) -> str:
         + ", ".join(f"{level} = {n} min" for level, n in kb_module.EFFORT_MINUTES.items())
         + ".",
         "",
+        *(
+            [
+                "Every public name of torch's device API, with the rule that acts on it or why "
+                "nothing needs to: [the device API table](#device-api).",
+                "",
+            ]
+            if "device_api" in knowledge.tables
+            else []
+        ),
         "## Index",
         "",
         "| Code | ID | Family | Applicability | torch_xla | Title |",
@@ -303,8 +312,85 @@ def render(knowledge: KnowledgeBase | None = None) -> str:
         lines += _family_settings(family)
         for rule in rules:
             lines += [rule_markdown(rule, level=3).rstrip("\n"), ""]
+    lines += device_api_markdown(knowledge)
     lines += vocabulary_markdown()
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# The rule that flags what no other rule knows: the page counts its flags apart.
+CATCH_ALL = "R-GEN-01"
+# What a device_api entry's word means, as the page's columns and cells say it.
+DEVICE_API_WORDS = {
+    "rewrite": "Rewritten",
+    "note": "Rewritten, with a note",
+    "flag": "Flagged",
+    "nothing": "Nothing to do",
+}
+
+
+def device_api_counts(table: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per section, how many names each word covers, how many of the flags are the catch-all's
+    (`catch_all`), and `total`."""
+    counts: dict[str, dict[str, int]] = {}
+    for section, _name, entry in kb_module.device_api_entries(table):
+        keys = (*DEVICE_API_WORDS, "catch_all", "total")
+        row = counts.setdefault(section, dict.fromkeys(keys, 0))
+        word, rule_id = kb_module.device_api_rule(entry)
+        row[word] += 1
+        row["catch_all"] += rule_id == CATCH_ALL
+        row["total"] += 1
+    return counts
+
+
+def _device_api_cell(knowledge: KnowledgeBase, entry: dict[str, Any]) -> str:
+    word, rule_id = kb_module.device_api_rule(entry)
+    if rule_id is None:
+        return f"{DEVICE_API_WORDS[word]}: {_cell(_text(entry['nothing']))}"
+    rule = knowledge.find(rule_id)
+    code = rule.diagnostic.code if rule else "?"
+    why = f" ({_cell(_text(entry['why']))})" if entry.get("why") else ""
+    return f"{DEVICE_API_WORDS[word]} by [{code}](#{anchor(code)}) `{rule_id}`{why}"
+
+
+def device_api_markdown(knowledge: KnowledgeBase) -> list[str]:
+    """The device-API table (kb/device_api.yaml): counts per section, then every name."""
+    table = knowledge.tables.get("device_api")
+    if table is None:
+        return []
+    counts = device_api_counts(table)
+    words = [*DEVICE_API_WORDS, "catch_all"]
+    titles = {**DEVICE_API_WORDS, "catch_all": f"Of the flagged: by the catch-all {CATCH_ALL}"}
+    lines = [
+        '<a id="device-api"></a>',
+        "",
+        f"## {table['title']} (`kb/device_api.yaml`)",
+        "",
+        _text(table["description"]),
+        "",
+        f"The names of torch {table['torch']}, by section:",
+        "",
+        "| Section | Names | " + " | ".join(titles[w] for w in words) + " |",
+        "|---|---:|" + "---:|" * len(words),
+    ]
+    for section, row in counts.items():
+        cells = " | ".join(str(row[w]) for w in words)
+        lines.append(f"| [`{section}`](#device-api-{_slug(section)}) | {row['total']} | {cells} |")
+    totals = {w: sum(row[w] for row in counts.values()) for w in (*words, "total")}
+    cells = " | ".join(f"**{totals[w]}**" for w in words)
+    lines += [f"| **All** | **{totals['total']}** | {cells} |", ""]
+    for section, body in table["sections"].items():
+        lines += [f'<a id="device-api-{_slug(section)}"></a>', "", f"### `{section}`", ""]
+        if body.get("description"):
+            lines += [_text(body["description"]), ""]
+        lines += ["| Name | What PyTPU does |", "|---|---|"]
+        for name, entry in body["names"].items():
+            lines.append(f"| `{name}` | {_device_api_cell(knowledge, entry)} |")
+        lines.append("")
+    return lines
+
+
+def _slug(name: str) -> str:
+    return name.lower().replace(".", "-")
 
 
 def vocabulary_markdown() -> list[str]:

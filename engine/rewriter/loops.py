@@ -30,8 +30,9 @@ _LEAVES = (cst.Break, cst.Continue, cst.Return, cst.Raise)
 
 
 # Words of device work in a file. Not `xla` alone: PyTPU's own import of `torch_xla` (for an
-# `xm.save`) would make a second run plan the barriers the first did not.
-DEVICE_WORDS = ("cuda", "xla_device", "torch_xla.device", ".to(", "device=")
+# `xm.save`) would make a second run plan the barriers the first did not. A barrier is one: the
+# first run writes it only in a file it judged a device program, which a second run must too.
+DEVICE_WORDS = ("cuda", "xla_device", "torch_xla.device", "torch_xla.sync", ".to(", "device=")
 
 
 def step_words(kb: Any) -> set[frozenset[str]]:

@@ -322,6 +322,7 @@ def literal_value(node: cst.CSTNode) -> object:
 
 
 _NOT_LITERAL = object()
+_CONSTANTS = frozenset({"True", "False", "None"})
 
 
 def is_literal(node: cst.CSTNode) -> bool:
@@ -364,6 +365,12 @@ def match(
             return _normalised(bindings.nodes[name]) == _normalised(target)
         bindings.nodes[name] = target
         return True
+    if type(pattern) is cst.Name and pattern.value in _CONSTANTS:
+        # (`True`, `False`, `None` are literals, not names to resolve)
+        if type(target) is cst.Name and target.value == pattern.value:
+            bindings.covered.append(target)
+            return True
+        return False
     if is_qualified_pattern(pattern):
         return _match_qualified(pattern, target, resolver, bindings)
     if isinstance(pattern, cst.Attribute):

@@ -394,17 +394,9 @@ def transform_module(
     module: cst.Module, index: RuleIndex, quote: str = "'", text: str = ""
 ) -> TransformResult:
     """Apply all rules to `module`. `module` itself is left as it was."""
-    resolver = ImportTableResolver(index.pattern_roots, index.public_paths)
-    imports = ImportTracker(index.kb.modules)
-    analysis = FileAnalysis(index, resolver, imports).run(module, text)
-    if not resolver.consistent():
-        # A name the import table answered for is also bound another way: ask libcst's scope
-        # analysis instead, for this file.
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        imports = ImportTracker(index.kb.modules)
-        analysis = FileAnalysis(index, ScopeResolver(wrapper, index.public_paths), imports).run(
-            module, text
-        )
+    analysis, imports = _analyse(module, index, text)
+    if analysis.writes_device_work():
+        analysis, imports = _analyse(module, index, text, device_aware=True)
     if not analysis.plans and not analysis.setups:
         return TransformResult(module=module, findings=[], code=text or module.code)
     if analysis.first_site is not None:
@@ -425,6 +417,23 @@ def transform_module(
     code, lines = codegen.generate(new, rewriter.comments, texts)
     comments = written_comments(rewriter.comments, lines)
     return TransformResult(module=new, findings=findings, code=code, comments=comments)
+
+
+def _analyse(
+    module: cst.Module, index: RuleIndex, text: str, device_aware: bool | None = None
+) -> tuple[FileAnalysis, ImportTracker]:
+    """Pass 1 over `module`, with the import table, or libcst's scope analysis where a name the
+    import table answered for is also bound another way."""
+    resolver = ImportTableResolver(index.pattern_roots, index.public_paths)
+    imports = ImportTracker(index.kb.modules)
+    analysis = FileAnalysis(index, resolver, imports).run(module, text, device_aware)
+    if not resolver.consistent():
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        imports = ImportTracker(index.kb.modules)
+        analysis = FileAnalysis(index, ScopeResolver(wrapper, index.public_paths), imports).run(
+            module, text, device_aware
+        )
+    return analysis, imports
 
 
 def _rewritten_statements(

@@ -34,8 +34,6 @@ SHORT_RUN_FLAGS = {
     "--steps": "4", "--iterations": "4",
     "--workers": "0", "--num_workers": "0", "--num-workers": "0", "--n_cpu": "0",
 }  # fmt: skip
-# Switches that turn on the accelerator; after migration they select the XLA device.
-ACCELERATOR_FLAGS = ("--cuda", "--gpu", "--use-cuda", "--use_cuda", "--accelerator")
 ENTRY_NAMES = ("main.py", "train.py", "run.py", "app.py")
 
 
@@ -368,10 +366,21 @@ def _is_optimizer_step(node: cst.Call) -> bool:
 
 @dataclass(frozen=True)
 class RunCommand:
-    command: str
+    given: str  # as the user wrote it (or as PyTPU built it from the entry script)
     entry: str | None  # the script it runs, relative to the root
-    accelerator_flag: str | None
+    on_cpu: SideCommand  # what the original side runs: the accelerator on, its work on the CPU
+    on_xla: SideCommand  # what the migrated side runs, with the accelerator on
     guessed: bool
+
+    @property
+    def command(self) -> str:
+        """The command recorded and run before the migration."""
+        return self.on_cpu.command
+
+    @property
+    def accelerator_flag(self) -> str | None:
+        """The switch that turns the accelerator on, added on both sides (`--cuda`), or None."""
+        return next((c.option for c in self.on_xla.changes if c.action == ADD), None)
 
 
 def entry_script(root: Path, command: str) -> str | None:
@@ -531,49 +540,37 @@ def runnable(command: str) -> str:
     return command
 
 
-def _argparse_flags(source: str) -> dict[str, str | None]:
-    """The flags a script's argparse parser declares, each with its action (or None)."""
+def _argparse_flags(script: Path) -> dict[str, str | None]:
+    """The long options a script's argparse parser declares, each with its action (or None)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        module = cst.parse_module(script.read_bytes())
+    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
         return {}
-    flags: dict[str, str | None] = {}
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        if node.func.attr != "add_argument":
-            continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant)]
-        action = next((k.value for k in node.keywords if k.arg == "action"), None)
-        action = action.value if isinstance(action, ast.Constant) else None
-        for name in names:
-            if isinstance(name, str) and name.startswith("--"):
-                flags[name] = action
-    return flags
-
-
-def accelerator_flag(root: Path, entry: str | None) -> str | None:
-    if entry is None or is_notebook(entry):  # a notebook takes no command-line flags
-        return None
-    flags = _argparse_flags((root / entry).read_text(encoding="utf-8", errors="replace"))
-    return next(
-        (f for f in ACCELERATOR_FLAGS if flags.get(f) == "store_true"),
-        None,
-    )
+    return {
+        name: option.action
+        for option in declared_options(module)
+        for name in option.names
+        if name.startswith("--")
+    }
 
 
 def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | None:
-    """The given command, or one built from the entry script's own flags for a short run."""
+    """The given command, or one built from the entry script's own flags for a short run; with
+    the commands the two sides run (`accelerator.on_device`)."""
+    from pytpu.engine.testgen import accelerator  # it reads commands through this module
+
+    guessed = not given
     if given:
-        given = runnable(given)
-        entry = entry_script(root, given)
-        return RunCommand(given, entry, accelerator_flag(root, entry), guessed=False)
-    candidates = entry_scripts(root, suite_dir)
-    if not candidates:
-        return None
-    entry = candidates[0].relative_to(root).as_posix()
-    command = short_command(root, candidates[0])
-    return RunCommand(command, entry, accelerator_flag(root, entry), guessed=True)
+        command = runnable(given)
+        entry = entry_script(root, command)
+    else:
+        candidates = entry_scripts(root, suite_dir)
+        if not candidates:
+            return None
+        entry = candidates[0].relative_to(root).as_posix()
+        command = short_command(root, candidates[0])
+    sides = [accelerator.on_device(root, command, device) for device in ("cpu", "xla")]
+    return RunCommand(command, entry, *sides, guessed=guessed)
 
 
 def entry_scripts(root: Path, suite_dir: Path) -> list[Path]:
@@ -592,7 +589,7 @@ def entry_scripts(root: Path, suite_dir: Path) -> list[Path]:
 def short_command(root: Path, script: Path, given: list[str] | None = None) -> str:
     """A shell line, from the root, that runs `script` (with the arguments `given`, default
     none) and the script's own short-run flags the arguments do not set (`--dry-run`)."""
-    flags = _argparse_flags(script.read_text(encoding="utf-8", errors="replace"))
+    flags = _argparse_flags(script)
     words = ["python", script.name, *(given or [])]
     set_already = {w.split("=", 1)[0] for w in words}
     for flag, value in SHORT_RUN_FLAGS.items():
@@ -699,39 +696,17 @@ def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
     """argparse options that take a string or an int, or, where the command sets the script's
     globals (`--name=value`, nanoGPT's configurator), its module-level string and int globals."""
     settings: dict[str, _Setting] = {}
-    for call in m.findall(module, m.Call(func=m.Attribute(attr=m.Name("add_argument")))):
-        assert isinstance(call, cst.Call)
-        options = [
-            a.value.evaluated_value
-            for a in call.args
-            if a.keyword is None and isinstance(a.value, cst.SimpleString)
-        ]
-        long = [o for o in options if isinstance(o, str) and o.startswith("--")]
-        keywords = {a.keyword.value: a.value for a in call.args if a.keyword}
-        action, written_type = keywords.get("action"), keywords.get("type", cst.Name("str"))
-        if not long or action is not None or "nargs" in keywords:
+    for option in declared_options(module, command):
+        kind = _KINDS.get(option.kind or "")
+        if option.long is None or option.action is not None or option.nargs or kind is None:
             continue
-        kind = _KINDS.get(written_type.value) if isinstance(written_type, cst.Name) else None
-        if kind is None:
-            continue
-        dest = keywords.get("dest")
-        name = dest.evaluated_value if isinstance(dest, cst.SimpleString) else None
-        name = name or long[0][2:].replace("-", "_")
-        default = _literal(keywords.get("default"))
-        default = default if isinstance(default, kind) else None
-        settings[name] = _Setting(name, long[0], default, attribute=True, kind=kind)
-    globals_: dict[str, str | int | None] = {}  # module-level names -> their value, if a literal
-    for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if m.matches(small, m.Assign(targets=[m.AssignTarget(m.Name())])):
-                globals_[small.targets[0].target.value] = _literal(small.value)
-    if any(f"--{name}=" in command for name in globals_):
-        for name, value in globals_.items():
-            if value is not None:
-                setting = _Setting(name, f"--{name}", value, attribute=False, kind=type(value))
-                settings.setdefault(name, setting)
+        default = option.default
+        default = default if isinstance(default, kind) and not isinstance(default, bool) else None
+        setting = _Setting(option.dest, option.long, default, option.attribute, kind)
+        if option.attribute:
+            settings[option.dest] = setting
+        else:
+            settings.setdefault(option.dest, setting)
     return settings
 
 
@@ -754,9 +729,17 @@ def _given_options(words: list[str]) -> dict[str, str]:
         name, equals, value = word.partition("=")
         if equals:
             given[name] = value
-        elif index + 1 < len(words) and not words[index + 1].startswith("-"):
+        elif index + 1 < len(words) and is_value(words[index + 1]):
             given[name] = words[index + 1]
     return given
+
+
+def is_value(word: str) -> bool:
+    """A word that is an option's value rather than another option: `5`, `cpu`, `-1`."""
+    return not word.startswith("-") or bool(_NEGATIVE.fullmatch(word))
+
+
+_NEGATIVE = re.compile(r"-\d+(?:\.\d*)?")
 
 
 # --- how long the program trains -----------------------------------------------------------------
@@ -773,7 +756,7 @@ STEP_SETTING_NAMES = re.compile(
 class StepSetting:
     """A number of steps, iterations or epochs that the program reads and the command can set."""
 
-    option: str  # as the command writes it: --epochs, --max-steps, --max_iters (a global)
+    option: str  # as the command writes it: --epochs, --max_iters, trainer.max_steps
     value: int  # the command's value, else the program's default
     given: bool  # the command gives it
 
@@ -791,24 +774,75 @@ def _entry_script(root: Path, call: ProgramCall) -> cst.Module | None:
 
 def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetting]:
     """The entry script's step or epoch settings that have a value: integer argparse options
-    the command gives or that have a default, and integer globals of such a name where the
-    command sets the script's globals (`--max_iters=20`, nanoGPT's configurator). A notebook
-    has none: its settings are in its cells, which a command does not set."""
-    module = _entry_script(root, call)
-    if module is None:
+    (of the script or of the repository's modules it imports) the command gives or that have a
+    default, integer globals of such a name where the command sets the script's globals
+    (`--max_iters=20`, nanoGPT's configurator), and the overrides of a configuration system the
+    command gives (`overrides`). A notebook has none: its settings are in its cells, which a
+    command does not set."""
+    if _entry_script(root, call) is None:
         return []
     given = _given_options(call.values)
-    found = []
-    for setting in _settings(module, command).values():
-        if setting.kind is not int or not STEP_SETTING_NAMES.fullmatch(setting.name.lower()):
+    found: dict[str, StepSetting] = {}
+    for option in program_options(root, call, command):
+        takes_int = option.kind == "int" and option.action is None and not option.nargs
+        if not (takes_int and option.long and _counts_steps(option.dest)):
             continue
-        written = given.get(setting.option)
+        written = given.get(option.long)
         if written is not None and not written.isdigit():
             continue  # a value the shell makes (`$EPOCHS`), not one to scale
-        value = int(written) if written else setting.default
-        if isinstance(value, int):
-            found.append(StepSetting(setting.option, value, given=written is not None))
+        value = int(written) if written else option.default
+        if isinstance(value, int) and not isinstance(value, bool):
+            found.setdefault(option.long, StepSetting(option.long, value, written is not None))
+    for option, value in overrides(call.values):
+        if option not in found and value.isdigit() and _counts_steps(option.split(".")[-1]):
+            found[option] = StepSetting(option, int(value), given=True)
+    return list(found.values())
+
+
+def _counts_steps(name: str) -> bool:
+    return bool(STEP_SETTING_NAMES.fullmatch(name.lstrip("-+").lower().replace("-", "_")))
+
+
+# A configuration system's key: Hydra's `trainer.max_steps` (`+` adds one), yacs' `SOLVER.MAX_ITER`.
+_KEY = re.compile(r"\+{0,2}[A-Za-z_][\w-]*(?:\.[\w-]+)*")
+_DOTTED_KEY = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+)+")
+_UPPER_KEY = re.compile(r"[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*")
+
+
+def overrides(words: list[str]) -> list[tuple[str, str]]:
+    """(key, value) for each setting the program's arguments give, as the command writes the
+    key: options (`--epochs 5`, `--max_iters=5`, jsonargparse's and CfgNode's dotted
+    `--trainer.max_iters=5`), Hydra's and mmcv's `key=value` words (`trainer.max_steps=5`,
+    `+x.y=5`), and yacs' `KEY VALUE` pairs after `--opts` or at the end (`SOLVER.MAX_ITER 5`)."""
+    found = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        key, equals, value = word.partition("=")
+        if word.startswith("--") and equals:
+            found.append((key, value))
+        elif word.startswith("--") and _valued(words, index) and not _key_pair(words, index + 1):
+            found.append((word, words[index + 1]))
+            index += 1
+        elif not word.startswith("-") and equals and _KEY.fullmatch(key):
+            found.append((key, value))
+        elif _key_pair(words, index):
+            found.append((word, words[index + 1]))
+            index += 1
+        index += 1
     return found
+
+
+def _valued(words: list[str], index: int) -> bool:
+    """The word at `index` is followed by a value."""
+    return index + 1 < len(words) and is_value(words[index + 1])
+
+
+def _key_pair(words: list[str], index: int) -> bool:
+    """yacs' `KEY VALUE`: a dotted or upper-case key, then its value."""
+    word = words[index] if index < len(words) else ""
+    key = _DOTTED_KEY.fullmatch(word) or _UPPER_KEY.fullmatch(word)
+    return bool(key) and _valued(words, index)
 
 
 # Switches that cut a run short on purpose (one batch, one step): `--dry-run` in pytorch/examples,
@@ -817,24 +851,16 @@ SHORT_RUN_SWITCH_NAMES = re.compile(r"dry_?run|smoke_?test|fast_?dev_?run|quick_
 
 
 def short_run_switches(root: Path, call: ProgramCall) -> list[str]:
-    """The entry script's switches (argparse `store_true` options) named like `--dry-run` that
-    the command gives, as it writes them."""
-    module = _entry_script(root, call)
-    if module is None:
-        return []
-    switches = set()
-    for found in m.findall(module, m.Call(func=m.Attribute(attr=m.Name("add_argument")))):
-        assert isinstance(found, cst.Call)
-        keywords = {a.keyword.value: a.value for a in found.args if a.keyword}
-        action = keywords.get("action")
-        if not isinstance(action, cst.SimpleString) or action.evaluated_value != "store_true":
-            continue
-        for arg in found.args:
-            value = arg.value
-            option = value.evaluated_value if isinstance(value, cst.SimpleString) else None
-            if arg.keyword is None and isinstance(option, str) and option.startswith("--"):
-                if SHORT_RUN_SWITCH_NAMES.fullmatch(option[2:].lower().replace("-", "_")):
-                    switches.add(option)
+    """The program's switches (argparse `store_true` options) named like `--dry-run` that the
+    command gives, as it writes them."""
+    switches = {
+        name
+        for option in program_options(root, call, "")
+        if option.action == "store_true"
+        for name in option.names
+        if name.startswith("--")
+        and SHORT_RUN_SWITCH_NAMES.fullmatch(name[2:].lower().replace("-", "_"))
+    }
     return [word for word in dict.fromkeys(call.values) if word in switches]
 
 
@@ -876,4 +902,245 @@ def _compared(test: cst.BaseExpression, settings: dict[str, _Setting]) -> list[t
         value = call.args[0].value
         if setting is not None and isinstance(value, cst.SimpleString):
             found.append((setting, [value.evaluated_value], True))
+    return found
+
+
+# --- the program's options, as its parser declares them ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option the program declares: an argparse `add_argument`, or a module-level global that
+    a configurator sets from `--name=value` (nanoGPT's)."""
+
+    names: tuple[str, ...]  # as the command writes it: --no-cuda, -n
+    dest: str  # the name the program reads: no_cuda
+    action: str | None  # store_true, store_false, BooleanOptionalAction...; None: takes a value
+    kind: str | None  # the type's name (str when none is given); None: not a plain name
+    default: Any = None  # a literal default; None when there is none or it is not a literal
+    choices: tuple | None = None
+    nargs: bool = False  # declares nargs
+    attribute: bool = True  # read as `args.dest` (argparse) rather than as a global
+
+    @property
+    def long(self) -> str | None:
+        return next((n for n in self.names if n.startswith("--")), None)
+
+    @property
+    def takes_value(self) -> bool:
+        return self.action in (None, "store", "append")
+
+
+_OPTION_CALL = m.Call(func=m.Attribute(attr=m.Name("add_argument")))
+_VALUE_ACTIONS = {"store_true": True, "store_false": False}  # a switch's value when given
+
+
+def declared_options(module: cst.Module, command: str = "") -> list[Option]:
+    """The options `module`'s argparse parsers declare; and, where `command` sets the script's
+    globals (`--name=value`, nanoGPT's configurator), its module-level literal globals."""
+    options = [_option(call) for call in m.findall(module, _OPTION_CALL)]
+    found = [option for option in options if option is not None]
+    globals_ = _literal_globals(module)
+    if any(f"--{name}=" in command for name in globals_):
+        declared = {option.dest for option in found}
+        for name, value in globals_.items():
+            if value is not None and name not in declared:
+                kind = type(value).__name__
+                found.append(Option((f"--{name}",), name, None, kind, value, attribute=False))
+    return found
+
+
+def _option(call: cst.CSTNode) -> Option | None:
+    """The option an `add_argument` call declares; None without a name written as a string."""
+    assert isinstance(call, cst.Call)
+    names = tuple(
+        a.value.evaluated_value
+        for a in call.args
+        if a.keyword is None and isinstance(a.value, cst.SimpleString)
+    )
+    names = tuple(n for n in names if isinstance(n, str))
+    if not names:
+        return None
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword}
+    action = keywords.get("action")
+    if isinstance(action, cst.SimpleString):
+        action = action.evaluated_value
+    elif isinstance(action, (cst.Attribute, cst.Name)):  # argparse.BooleanOptionalAction
+        action = (action.attr if isinstance(action, cst.Attribute) else action).value
+    elif action is not None:
+        action = "?"  # an action PyTPU cannot read: not taken for a value
+    if action == "BooleanOptionalAction":  # it declares `--no-x` beside `--x`
+        names += tuple(f"--no-{n[2:]}" for n in names if n.startswith("--"))
+    written_type = keywords.get("type", cst.Name("str") if action is None else None)
+    kind = written_type.value if isinstance(written_type, cst.Name) else None
+    long = next((n for n in names if n.startswith("--")), None)
+    dest = _literal(keywords.get("dest"))
+    if not isinstance(dest, str):
+        dest = (long or names[0]).lstrip("-").replace("-", "_")
+    choices = _constant(keywords.get("choices"))
+    choices = tuple(choices) if isinstance(choices, (list, tuple)) else None
+    default = _constant(keywords.get("default"))
+    if "default" not in keywords and action in _VALUE_ACTIONS:
+        default = not _VALUE_ACTIONS[action]
+    return Option(names, dest, action, kind, default, choices, "nargs" in keywords)
+
+
+def _literal_globals(module: cst.Module) -> dict[str, Any]:
+    """Module-level names assigned once at the top -> their value, if a literal (else None)."""
+    found: dict[str, Any] = {}
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if m.matches(small, m.Assign(targets=[m.AssignTarget(m.Name())])):
+                found[small.targets[0].target.value] = _literal(small.value)
+            elif m.matches(small, m.AnnAssign(target=m.Name())) and small.value is not None:
+                found[small.target.value] = _literal(small.value)
+    return found
+
+
+def _constant(node: cst.BaseExpression | None) -> Any:
+    """The value of a literal expression (`-1`, `True`, `['cpu', 'cuda']`); None otherwise."""
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(cst.Module([]).code_for_node(node))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def program_options(root: Path, call: ProgramCall, command: str) -> list[Option]:
+    """The options of the invocation's script, with those of the repository's modules it
+    imports (a parser built in `options.py`); none for a notebook or a script not read."""
+    module = _entry_script(root, call)
+    if module is None:
+        return []
+    options = declared_options(module, command)
+    for path in _imported_files(root, root / call.entry, module):
+        try:
+            options += declared_options(cst.parse_module(path.read_bytes()))
+        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+            continue
+    return options
+
+
+def _imported_files(root: Path, script: Path, module: cst.Module) -> list[Path]:
+    """The repository's files that `module` (the file `script`) imports by name: beside the
+    script, or from the root."""
+    names = []
+    for node in m.findall(module, m.Import() | m.ImportFrom()):
+        if isinstance(node, cst.Import):
+            names += [cst.Module([]).code_for_node(a.name) for a in node.names]
+        elif node.module is not None:  # `from .options import parse` too: beside the script
+            names.append(cst.Module([]).code_for_node(node.module))
+    found = []
+    for name in dict.fromkeys(names):
+        for folder in dict.fromkeys((script.parent, root)):
+            base = folder / name.replace(".", "/")
+            candidates = (base.with_name(f"{base.name}.py"), base / "__init__.py")
+            path = next((p for p in candidates if p.is_file()), None)
+            if path is not None and path.resolve() != script.resolve():
+                found.append(path)
+                break
+    return found
+
+
+# --- a command changed for one side --------------------------------------------------------------
+
+DROP, SET, ADD = "drop", "set", "add"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a command: an argument of the program's invocation left out (with its
+    value when it takes one), given another value (in place, else added as `option=value`), or
+    a switch added; or a variable the line sets for the program left out."""
+
+    action: str  # drop | set | add
+    option: str  # as the command writes it: --no-cuda, --device, SOLVER.MAX_ITER, a variable
+    value: str | None = None  # the value `set` gives it
+    was: str | None = None  # the value the command gave it; None: a switch, or not given
+    takes_value: bool = False  # `drop`: the word after the option is its value (`--gpu -1`)
+    variable: bool = False  # an environment variable set before the program
+
+    @property
+    def written(self) -> str:
+        """The option as the command gave it: `--no-cuda`, `--gpu -1`, `CUDA_VISIBLE_DEVICES=`."""
+        if self.variable:
+            return f"{self.option}={shlex.quote(self.was) if self.was else ''}"
+        return shlex.join([self.option, self.was]) if self.was is not None else self.option
+
+    @property
+    def said(self) -> str:
+        """The change in words, for the report and the tests' comments: without `--no-cuda`."""
+        if self.action == DROP:
+            return f"without `{self.written}`"
+        if self.action == ADD:
+            return f"with `{self.option}`"
+        return f"with `{shlex.join([self.option, self.value or ''])}` rather than `{self.was}`"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "option": self.option, "written": self.written,
+                "value": self.value, "said": self.said}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SideCommand:
+    """The command one side runs: the given one with `changes` made."""
+
+    command: str
+    changes: tuple[Change, ...] = ()
+
+
+def changed(root: Path, command: str, changes: list[Change] | tuple[Change, ...]) -> str:
+    """`command` with `changes` made to the program's invocation (`program_call`) and to the
+    variables its line sets; the rest of the line is left as written. An option given twice is
+    changed twice; one the command does not give is added after its last argument."""
+    call = program_call(root, command)
+    arguments = call.arguments if call else ()
+    edits: list[tuple[int, int, str]] = []
+    added = []
+    for change in changes:
+        if change.variable:
+            named = [w for w in assignments(command) if w.value.split("=")[0] == change.option]
+            edits += [(w.start, w.end, "") for w in named]
+            continue
+        found = False
+        for index, word in enumerate(arguments):
+            following = arguments[index + 1] if index + 1 < len(arguments) else None
+            if word.value.startswith(f"{change.option}="):
+                text = f"{change.option}={shlex.quote(change.value or '')}"
+                edits.append((word.start, word.end, "" if change.action == DROP else text))
+            elif word.value == change.option:
+                if change.action == DROP:
+                    end = following.end if following and change.takes_value else word.end
+                    edits.append((word.start, end, ""))
+                elif change.action == SET and following is not None:
+                    edits.append((following.start, following.end, shlex.quote(change.value)))
+                elif change.action == SET:
+                    edits.append((word.start, word.end, f"{change.option}={change.value}"))
+            else:
+                continue
+            found = True
+        if not found and call is not None and change.action != DROP:
+            value = f"={shlex.quote(change.value)}" if change.action == SET else ""
+            added.append(f" {change.option}{value}")
+    if added:
+        edits.append((call.end, call.end, "".join(added)))
+    for start, end, text in sorted(edits, reverse=True):
+        if not text and command[start - 1 : start] == " ":  # a word left out takes its space
+            start -= 1
+        elif not text and command[end : end + 1] == " ":  # the line's first word: the one after
+            end += 1
+        command = command[:start] + text + command[end:]
+    return command
+
+
+def assignments(command: str) -> list[Word]:
+    """The variables each command of a shell line sets for the program it runs: `A=1 python`,
+    `env A=1 python`."""
+    found = []
+    for words in _simple_commands(command):
+        start = _command_start([word.value for word in words])
+        found += [word for word in words[:start] if word.value != "env"]
     return found

@@ -41,8 +41,11 @@ class GenerationResult:
 
     tested: list[tuple[str, str, list[str]]] = field(default_factory=list)  # kind, name, tests
     untested: list[tuple[str, str, str]] = field(default_factory=list)  # kind, name, reason
-    command: str = ""
-    accelerator_flag: str | None = None  # the flag that selects the GPU, passed again on XLA
+    command: str = ""  # as recorded and run before the migration
+    # The two sides' commands (with the accelerator on: `--no-cuda` left out), when they are not
+    # the given one.
+    on_cpu: discover.SideCommand | None = None
+    on_xla: discover.SideCommand | None = None
     out: Path | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     data_bytes: int = 0
@@ -90,7 +93,7 @@ def generate(
     if command is None:
         raise TestgenError(f"{root}: no script to run found; give the short command with --run")
     result.command = command.command
-    result.accelerator_flag = command.accelerator_flag
+    result.on_cpu, result.on_xla = command.on_cpu, command.on_xla
     before = workspace.snapshot(root)  # each run starts from these files, as in the suite
     variants = _variants_to_try(root, command, result)
     runs = f" and {len(variants)} variant(s)" if variants else ""
@@ -208,7 +211,7 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, result) -> 
         if any(e["key"] in unstable for e in events):
             skip = "not deterministic: two recorded runs gave different losses or parameters"
         steps.append(suite.StepPlan(step, events, skip))
-    rerecord = f"pytpu testgen . --run {shlex.quote(command.command)}"
+    rerecord = f"pytpu testgen . --run {shlex.quote(command.given)}"
     if out_dir != root / DEFAULT_OUT:
         rerecord += f" --out {shlex.quote(out_dir.relative_to(root).as_posix())}"
     return suite.SuitePlan(

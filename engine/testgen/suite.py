@@ -17,7 +17,7 @@ import jinja2
 import torch
 
 import pytpu.runtime
-from pytpu.engine.testgen import discover
+from pytpu.engine.testgen import accelerator, discover
 from pytpu.runtime.cells import source_file
 from pytpu.runtime.kernel import is_notebook
 
@@ -324,7 +324,9 @@ def _write_program_tests(
     source = environment.get_template("test_program.py.j2").render(
         subject="the program as a whole",
         timeout=round(plan.timeout),
-        accelerator_flag=repr(plan.command.accelerator_flag),
+        given=plan.command.given,
+        xla_command=plan.command.on_xla.command,
+        xla_changes=accelerator.described(plan.command.on_xla.changes),
         steps=[_render_step(s) for s in plan.steps],
         metrics=len(plan.metrics),
         variants=[_render_variant(v, plan.command.entry) for v in plan.variants],

@@ -10,8 +10,11 @@ compilations after warm-up (zero in the steady state), device-to-host transfers 
 that fell back to the CPU.
 
 A short run command (test generation's) may run too few steps to time: `run` then raises the
-program's own step or epoch setting (`--epochs`, `--max-steps`, nanoGPT's `--max_iters=N`), as
-test generation's discovery finds it, and runs the longer command instead.
+program's own step or epoch setting (`--epochs`, `--max-steps`, nanoGPT's `--max_iters=N`, a
+configuration system's `trainer.max_steps=N`), as test generation's discovery finds it, and runs
+the longer command instead. Both that lengthening and the sides' commands with the accelerator
+on (`accelerator.on_device`: without `--no-cuda`) are changes of the one command
+(`discover.Change`), made by `discover.changed`.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import processes
-from pytpu.engine.testgen import discover
-from pytpu.runtime import bootstrap, support
+from pytpu.engine.testgen import accelerator, discover
+from pytpu.runtime import bootstrap
 
 DEVICES = ("cpu", "cuda", "xla")
 MIN_TIMED = 2  # a median and a spread need at least two steps
@@ -38,8 +41,10 @@ MARGIN = 1.25
 ASK = "give a longer `benchmark` command"
 LOOKED_FOR = (
     "an integer argparse option named like --epochs, --max-steps, --max_iters, --num-iters,"
-    " --steps or --iterations that the command gives or that has a default, or such a global"
-    " when the command sets the script's globals as `--name=value`"
+    " --steps or --iterations that the command gives or that has a default, such a global"
+    " when the command sets the script's globals as `--name=value`, or such a setting of a"
+    " configuration system that the command gives (`--trainer.max_iters=5`, Hydra's"
+    " `trainer.max_steps=5`, yacs' `SOLVER.MAX_ITER 5`)"
 )
 
 METHOD = (
@@ -84,7 +89,6 @@ def measure(
 def run(
     sides: tuple[tuple[Path, str], tuple[Path, str]],
     command: str,
-    accelerator_flag: str | None = None,
     warmup: int = 3,
     steps: int = 10,
     timeout: float = 600,
@@ -92,23 +96,26 @@ def run(
 ) -> dict[str, Any]:
     """`command` timed on the baseline's (root, device), then on the target's, compared.
 
-    With `lengthen`, a command that runs too few steps is made longer (`longer`), at most
-    LENGTHENINGS times, and both sides run the longer one; the section names the command that
-    ran, and what was raised from the given one."""
+    Each side runs it with the accelerator on (`accelerator.on_device`, read from the
+    baseline's program, as the generated suite's program tests do). With `lengthen`, a command
+    that runs too few steps is made longer (`longer`), at most LENGTHENINGS times, and both sides
+    run the longer one; the section names the command that ran, and what was raised from the
+    given one."""
     tried = _Lengthening(command)
     while True:
         results: list[dict[str, Any]] = []
         plan: Longer | str | None = None
+        on_device = {d: accelerator.on_device(sides[0][0], command, d) for d in ("cpu", "xla")}
         for root, device in sides:
-            on_device = support.command_for_device(command, accelerator_flag, device)
-            results.append(measure(root, on_device, device, warmup, steps, timeout))
+            results.append(measure(root, on_device[device].command, device, warmup, steps, timeout))
             if lengthen and _too_short(results[-1]):
                 plan = tried.plan(root, command, results[-1], warmup, steps, timeout)
                 if isinstance(plan, Longer):
                     break  # the other side runs the longer command
                 results[-1]["error"] = _too_few(results[-1]["steps_ran"], warmup, plan)
         if not isinstance(plan, Longer):
-            return compare(command, *results, warmup, steps, lengthened=tried.summary())
+            section = compare(command, *results, warmup, steps, lengthened=tried.summary())
+            return {**section, "on_xla": accelerator.section(on_device["cpu"], on_device["xla"])}
         command = plan.command
 
 
@@ -161,12 +168,24 @@ class _Lengthening:
 
 @dataclass(frozen=True)
 class Longer:
-    """A command made longer: each step or epoch setting raised, (its value, the new value), or
-    the switches that cut the run short left out."""
+    """A command made longer by `changes`: the switches that cut the run short left out, else
+    each step or epoch setting raised."""
 
     command: str
-    raised: dict[str, tuple[int, int]]
-    dropped: tuple[str, ...] = ()
+    changes: tuple[discover.Change, ...]
+
+    @property
+    def raised(self) -> dict[str, tuple[int, int]]:
+        """Each setting raised: (its value, the new value)."""
+        return {
+            c.option: (int(c.was), int(c.value))
+            for c in self.changes
+            if c.action == discover.SET and c.was and c.value
+        }
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        return tuple(c.option for c in self.changes if c.action == discover.DROP)
 
 
 def longer(
@@ -186,7 +205,8 @@ def longer(
         )
     switches = discover.short_run_switches(root, call)
     if switches:
-        return Longer(_without(command, call, switches), {}, tuple(switches))
+        changes = tuple(discover.Change(discover.DROP, switch) for switch in switches)
+        return Longer(discover.changed(root, command, changes), changes)
     found = [s for s in discover.step_settings(root, call, command) if s.value > 0]
     if not found:
         return (
@@ -203,41 +223,13 @@ def longer(
             f" ({timeout:.0f} s): raise `timeout`, or give a `benchmark` command with quicker steps"
         )
     chosen = [s for s in found if s.given] or found
-    values = {s.option: math.ceil(s.value * planned / ran) for s in chosen}
-    raised = {s.option: (s.value, values[s.option]) for s in chosen}
-    return Longer(_with_values(command, call, values), raised)
-
-
-def _with_values(command: str, call: discover.ProgramCall, values: dict[str, int]) -> str:
-    """`command` with each option of the program's invocation set to its value: in place where
-    it gives the option (`--n 5`, `--n=5`), else added after its last argument (`--n=5`, which
-    a configurator of globals reads too). The rest of the line is left as written."""
-    edits: list[tuple[int, int, str]] = []
-    added = []
-    for option, value in values.items():
-        before = len(edits)
-        for index, word in enumerate(call.arguments):
-            if word.value.startswith(f"{option}="):
-                edits.append((word.start, word.end, f"{option}={value}"))
-            elif word.value == option and index + 1 < len(call.arguments):
-                following = call.arguments[index + 1]
-                edits.append((following.start, following.end, str(value)))
-        if len(edits) == before:
-            added.append(f" {option}={value}")
-    edits.append((call.end, call.end, "".join(added)))
-    for start, end, text in sorted(edits, reverse=True):
-        command = command[:start] + text + command[end:]
-    return command
-
-
-def _without(command: str, call: discover.ProgramCall, switches: list[str]) -> str:
-    """`command` without the program's arguments that are one of `switches` (and the space
-    before each)."""
-    for word in sorted(call.arguments, key=lambda w: w.start, reverse=True):
-        if word.value in switches:
-            start = word.start - 1 if command[word.start - 1 : word.start] == " " else word.start
-            command = command[:start] + command[word.end :]
-    return command
+    changes = tuple(
+        discover.Change(
+            discover.SET, s.option, str(math.ceil(s.value * planned / ran)), was=str(s.value)
+        )
+        for s in chosen
+    )
+    return Longer(discover.changed(root, command, changes), changes)
 
 
 def _too_short(result: dict[str, Any]) -> bool:

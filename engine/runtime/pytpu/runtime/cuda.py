@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+MEMORY_QUERIES = ("memory_allocated", "max_memory_allocated", "memory_reserved")
+
 
 def _is_cuda(value: Any) -> bool:
     if isinstance(value, str):
@@ -91,8 +93,7 @@ def _answer_cuda_queries(in_repo: Callable[[str], bool]) -> None:
     cuda.get_device_properties = lambda *_: types.SimpleNamespace(
         name="cpu (PyTPU harness)", major=8, minor=0, total_memory=16 << 30, multi_processor_count=1
     )
-    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved"):
-        setattr(cuda, name, lambda *_, **__: 0)
+    _constant(cuda, MEMORY_QUERIES, 0)
     cuda.reset_peak_memory_stats = lambda *_, **__: None
     for legacy in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte",
                    "Bool"):  # fmt: skip
@@ -104,6 +105,32 @@ def _answer_cuda_queries(in_repo: Callable[[str], bool]) -> None:
     cuda.empty_cache = lambda: None
     cuda.get_device_name = lambda *_: "cpu (PyTPU harness)"
     cuda.Event = _CudaEvent
+    _answer_accelerator_queries(for_the_program)
+
+
+def _answer_accelerator_queries(for_the_program: Callable[[Any, Any], Any]) -> None:
+    """torch.accelerator (PyTorch's device-generic API) answers as one CUDA GPU would: the
+    program takes its accelerator path, whose 'cuda' placements land on the CPU."""
+    accelerator = torch.accelerator
+    accelerator.is_available = for_the_program(accelerator.is_available, True)
+    accelerator.device_count = for_the_program(accelerator.device_count, 1)
+    accelerator.current_accelerator = for_the_program(
+        accelerator.current_accelerator, torch.device("cuda")
+    )
+    _constant(accelerator, ("current_device_index", "current_device_idx"), 0)
+    _constant(accelerator, (*MEMORY_QUERIES, "max_memory_reserved"), 0)
+    _constant(
+        accelerator,
+        ("set_device_index", "set_device_idx", "synchronize", "empty_cache")
+        + ("reset_peak_memory_stats",),
+        None,
+    )
+
+
+def _constant(module: Any, names: tuple[str, ...], value: Any) -> None:
+    """Each of `names` in `module` answers `value`, whatever it is given."""
+    for name in names:
+        setattr(module, name, lambda *_, **__: value)
 
 
 def _load_onto_the_cpu() -> None:

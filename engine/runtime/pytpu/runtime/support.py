@@ -442,14 +442,24 @@ def command_for_device(command: str, accelerator_flag: str | None, kind: str | N
 
 
 def run_program(
-    root: Path, command: str, timeout: float, accelerator_flag: str | None = None
+    root: Path,
+    command: str,
+    timeout: float,
+    accelerator_flag: str | None = None,
+    on_xla: str | None = None,
 ) -> ProgramRun:
     """Run the program's short command in `root` with the harness inside it, on this device;
-    this environment's secrets stay out."""
+    this environment's secrets stay out. On XLA `on_xla` runs instead, as written: the command
+    with the accelerator on, which test generation wrote (a suite written before it passes
+    `accelerator_flag`, and `command_for_device` makes that command)."""
+    if on_xla is not None and device_kind() == "xla":
+        command = on_xla
+    else:
+        command = command_for_device(command, None if on_xla is not None else accelerator_flag)
     with tempfile.TemporaryDirectory(prefix="pytpu-run-") as out:
         settings = {"root": str(root), "out": out, "device": device_kind()}
         completed = subprocess.run(
-            command_for_device(command, accelerator_flag),
+            command,
             shell=True,
             cwd=root,
             env=bootstrap.program_environment(bootstrap.HARNESS_ENV, settings),
@@ -498,12 +508,15 @@ def expect_training_step(
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 METRIC_WORDS = re.compile(r"loss|cost|acc|ppl|perplexity|error|score|bleu|mse|mae", re.IGNORECASE)
+# A printed tensor names its device unless it is the CPU (`tensor([0.5], device='xla:0')`): the
+# same value printed on either side of the migration reads the same without it.
+PRINTED_DEVICE = re.compile(r",\s*device='\w+(?::\d+)?'")
 
 
 def metric_lines(stdout: str) -> list[tuple[str, list[float]]]:
     """Printed lines that report a metric, as (the line with numbers masked, the numbers)."""
     lines = []
-    for line in stdout.splitlines():
+    for line in PRINTED_DEVICE.sub("", stdout).splitlines():
         if METRIC_WORDS.search(line) and _NUMBER.search(line):
             lines.append((_shape(line), [float(n) for n in _NUMBER.findall(line)]))
     return lines
@@ -678,9 +691,13 @@ class Suite:
     # the program as a whole
 
     def run_program(
-        self, command: str, timeout: float, accelerator_flag: str | None = None
+        self,
+        command: str,
+        timeout: float,
+        accelerator_flag: str | None = None,
+        on_xla: str | None = None,
     ) -> ProgramRun:
-        return run_program(self.root, command, timeout, accelerator_flag)
+        return run_program(self.root, command, timeout, accelerator_flag, on_xla)
 
     def expect_training_step(self, run: ProgramRun, recorded: list[dict[str, Any]]) -> None:
         expect_training_step(run, recorded, self.tolerance)
