@@ -19,8 +19,8 @@ they are part of (the engine reports a call at its first line, a site can be on 
 second chance; and the seconds of the first run.
 
 Acceptance: no internal errors, no broken outputs, no repository changed by the second run, and
-at most 2% of the sites uncovered. The exit code is 1 when it fails (2 when a repository could
-not be extracted), after everything is printed.
+at most 1% of the sites uncovered (issue 22; issue 13 asked for 2%). The exit code is 1 when it
+fails (2 when a repository could not be extracted), after everything is printed.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from benchmarks.engine import engine_fingerprint
 from pytpu.engine.rewriter import checkout
 
 CORPUS = Path(__file__).with_name("wild_repos.toml")
-UNCOVERED_GOAL = 2.0  # percent of the sites, at most
+UNCOVERED_GOAL = 1.0  # percent of the sites, at most (issue 22)
 # Already used elsewhere in the project's benchmarks and tests: not "never seen".
 SEEN = frozenset(
     {"pytorch/examples", "karpathy/nanogpt", "eriklindernoren/pytorch-gan", "facebookresearch/detr"}

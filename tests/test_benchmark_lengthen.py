@@ -304,6 +304,37 @@ def test_the_benchmark_times_a_dry_run_program_without_its_switch(tmp_path):
     ) in text
 
 
+# Full-batch training (pytorch/examples' gat and gcn): one step an epoch, `--dry-run` or not.
+FULL_BATCH = """
+    import argparse
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(args.epochs):
+        optimizer.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+        if args.dry_run:
+            break
+"""
+
+
+def test_epochs_are_raised_when_leaving_out_dry_run_gave_no_more_steps(tmp_path):
+    root = _program(tmp_path, FULL_BATCH)
+    sides = ((root, "cpu"), (root, "cpu"))
+    bench = benchmark.run(sides, "python train.py --epochs 1 --dry-run", WARMUP, STEPS)
+    assert bench["error"] is None, bench["error"]
+    assert bench["lengthened"]["dropped"] == ["--dry-run"]
+    [raised] = bench["lengthened"]["settings"]
+    assert raised["option"] == "--epochs" and raised["from"] == 1 and raised["to"] > STEPS
+    assert bench["baseline"]["steps_timed"] == STEPS
+
+
 # --- settings of a configuration system ----------------------------------------------------------
 
 # A configuration system in small: dotted keys set by Hydra's `key=value` words (`+` adds a key),

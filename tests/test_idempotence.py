@@ -100,6 +100,22 @@ def test_a_device_list_the_first_run_simplifies_is_flagged_then(index, line) -> 
     assert "# PYTPU903:" in first
 
 
+def test_a_device_list_in_a_training_loops_header_is_flagged_by_the_first_run(index) -> None:
+    """The loop is a training step (its barrier is planned on the loop): the 'cuda' its header
+    iterates over is still flagged by the first run (found in detectron2's tests)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        for dev in ["cpu"] + ["cuda"] if torch.cuda.is_available() else []:
+            out = torch.zeros(2, device=dev)
+            out.sum().backward()
+        """
+    )
+    first = assert_fixed_point(source, index)
+    assert "torch_xla.sync()" in first and "# PYTPU903:" in first
+
+
 DDP_RECIPE = textwrap.dedent(
     """\
     import os
@@ -279,3 +295,21 @@ def test_a_setup_statement_is_found_under_the_files_alias(index) -> None:
     source = "import torch.nn as nn\nimport torch as th\n\n" + TIED + "\nth.cuda.synchronize()\n"
     first = assert_fixed_point(source, index)
     assert first.count("th.__future__.set_swap_module_params_on_conversion(True)") == 1
+
+
+def test_a_loose_expression_bound_into_a_template_keeps_its_parentheses(index) -> None:
+    """`$tensor.cpu()` filled with `(x + 1.0) / 2.0` must call `.cpu()` on the whole of it (found
+    in diffusers: `.cpu()` bound to the literal 2.0, and a second run added another)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torchvision.utils import save_image
+
+        x = torch.zeros(3, 8, 8).to("cuda")
+        save_image((x + 1.0) / 2.0, "a.png")
+        save_image(x * 0.5 + 0.5, "b.png")
+        """
+    )
+    first = assert_fixed_point(source, index)
+    assert 'save_image(((x + 1.0) / 2.0).cpu(), "a.png")' in first
+    assert 'save_image((x * 0.5 + 0.5).cpu(), "b.png")' in first

@@ -311,6 +311,9 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     assert "**Speedup: n/a — nothing ran on the XLA device.**" in bench
     assert "places nothing on a device" in bench and "PYTPU diagnostics" in bench
     assert "not a TPU" not in bench  # the times show nothing about XLA
+    # Without review items the advice does not point to them.
+    bench_alone = section(render({**doc, "review": []}), "Benchmark")
+    assert "PYTPU diagnostics" not in bench_alone and "Put the model" in bench_alone
     evidence = section(text, "XLA evidence")
     assert "- Graphs compiled: 0: nothing ran on the XLA device" in evidence
     assert "Compilations after warm-up" not in evidence and "no recompilation" not in evidence

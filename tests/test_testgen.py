@@ -431,3 +431,13 @@ def test_a_script_whose_name_starts_with_a_digit_gets_a_loader_python_accepts(tm
     names = [code.loader_for(f) for f in ("302_classification.py", "pkg/model.py", "302.py")]
     assert names == ["_302_classification_py", "model_py", "_302_py"]
     assert all(name.isidentifier() for name in names)
+
+
+def test_a_gradient_norm_keeps_its_gradients_dtype_and_so_its_tolerance():
+    # A float32 gradient's norm held in float64 met float64's tolerance: XLA's float32 gradients
+    # (1e-6 relative off the CPU's) failed it (pytorch/examples' siamese_network, mnist_rnn).
+    module = torch.nn.Linear(3, 2)
+    norms = support.gradients(module, torch.ones(1, 3), module(torch.ones(1, 3)))["parameters"]
+    assert {norm.dtype for norm in norms.values()} == {torch.float32}
+    drifted = {name: norm * (1 + 2e-6) for name, norm in norms.items()}
+    support.assert_close(drifted, norms, support.GRADIENT_FACTOR)

@@ -652,8 +652,10 @@ class FileAnalysis:
             if cases and id(node) not in self.claimed:
                 self.plan(node, cases[0], patterns.Bindings(covered=[node]), path=path)
         for node, case, path, top_index in self.deferred:
-            # (a site inside another rule's site is mentioned there already)
-            if id(node) not in self.claimed and not any(a in self.plans for a in path):
+            # (a site inside another rule's site is mentioned there already; a loop's plan, its
+            # barrier or its loader, says nothing of the strings in its header)
+            inside = any(a in self.plans and self.plans[a].loop is None for a in path)
+            if id(node) not in self.claimed and not inside:
                 self.top_index = top_index
                 self.plan(node, case, patterns.Bindings(covered=[node]), path=path)
         for analysis, case in self.index.after_walk:

@@ -20,7 +20,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import libcst as cst
 
@@ -559,7 +559,20 @@ class _TemplateRenderer(cst.CSTTransformer):
     ) -> cst.BaseExpression:
         if is_qualified_pattern(original):
             return self.dotted(dotted_name(original))
-        return updated
+        return _bound_tightly(original, updated, "value")
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
+        return _bound_tightly(original, updated, "value")
+
+    def leave_BinaryOperation(
+        self, original: cst.BinaryOperation, updated: cst.BinaryOperation
+    ) -> cst.BinaryOperation:
+        return _bound_tightly(original, updated, "left", "right")
+
+    def leave_UnaryOperation(
+        self, original: cst.UnaryOperation, updated: cst.UnaryOperation
+    ) -> cst.UnaryOperation:
+        return _bound_tightly(original, updated, "expression")
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         name = wildcard_name(original)
@@ -570,6 +583,7 @@ class _TemplateRenderer(cst.CSTTransformer):
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        updated = _bound_tightly(original, updated, "func")
         if not any(rest_name(arg) for arg in updated.args):
             return updated
         args: list[cst.Arg] = []
@@ -581,6 +595,35 @@ class _TemplateRenderer(cst.CSTTransformer):
     def visit_Arg(self, node: cst.Arg) -> bool:
         # Keep `*__pytpu_r_x` intact for leave_Call (its Name must not be rendered as a wildcard).
         return rest_name(node) is None
+
+
+# Expressions that bind more loosely than an attribute, a subscript, a call or an operator's
+# operand: bound into such a place they need their parentheses (`$t.cpu()` with `$t` = `a / b`).
+LOOSE = (
+    cst.BinaryOperation,
+    cst.BooleanOperation,
+    cst.UnaryOperation,
+    cst.Comparison,
+    cst.IfExp,
+    cst.Lambda,
+    cst.NamedExpr,
+    cst.Await,
+)
+
+
+Node = TypeVar("Node", bound=cst.CSTNode)
+
+
+def _bound_tightly(original: Node, updated: Node, *fields: str) -> Node:
+    """`updated` with each of its `fields` that a wildcard filled with a loose expression put in
+    parentheses (a template's own code is written as meant)."""
+    changes = {}
+    for name in fields:
+        child = getattr(updated, name)
+        if wildcard_name(getattr(original, name)) is not None and isinstance(child, LOOSE):
+            if not child.lpar:
+                changes[name] = child.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return updated.with_changes(**changes) if changes else updated
 
 
 def render(

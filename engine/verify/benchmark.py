@@ -128,6 +128,7 @@ class _Lengthening:
         self.raised: dict[str, tuple[int, int]] = {}  # option -> (the given value, the latest)
         self.dropped: list[str] = []  # switches left out (`--dry-run`)
         self.ran: list[int] = []  # the steps each command too short ran
+        self.dropped_last = False  # the last longer command only left switches out
 
     def plan(
         self,
@@ -140,12 +141,15 @@ class _Lengthening:
     ) -> Longer | str:
         """A longer command than `command`, which ran too few steps (`result`); else why not."""
         ran = result["steps_ran"]
-        if self.ran and ran <= self.ran[-1]:
+        # (leaving out `--dry-run` may give no more steps when the command also runs one epoch:
+        # raising the epochs comes next)
+        if self.ran and ran <= self.ran[-1] and not self.dropped_last:
             return f"{self._described()} gave no more steps; {ASK}"
         if len(self.ran) == LENGTHENINGS:
             return f"too few still after {self._described()}; {ASK}"
         plan = longer(root, command, result, warmup, steps, timeout)
         if isinstance(plan, Longer):
+            self.dropped_last = bool(plan.dropped)
             self.ran.append(ran)
             for option, (old, new) in plan.raised.items():
                 self.raised[option] = (self.raised.get(option, (old, new))[0], new)

@@ -106,6 +106,13 @@ def _answer_cuda_queries(in_repo: Callable[[str], bool]) -> None:
     cuda.get_device_name = lambda *_: "cpu (PyTPU harness)"
     cuda.Event = _CudaEvent
     _answer_accelerator_queries(for_the_program)
+    set_default_device = torch.set_default_device
+
+    def on_the_cpu(device: Any) -> None:
+        # (`torch.set_default_device(torch.accelerator.current_accelerator())`: CUDA's answer)
+        set_default_device("cpu" if _is_cuda(device) or type(device) is int else device)
+
+    torch.set_default_device = on_the_cpu
 
 
 def _answer_accelerator_queries(for_the_program: Callable[[Any, Any], Any]) -> None:

@@ -168,8 +168,10 @@ def scalar_of(output: Any) -> torch.Tensor:
 def gradients(module: torch.nn.Module, inputs: Any, output: Any) -> dict[str, Any]:
     """Backward of `scalar_of(output)`: each parameter's gradient norm, the inputs' gradients."""
     scalar_of(output).backward()
+    # (summed in float64, kept in the gradient's dtype: its tolerance is that dtype's, as the
+    # device computed it in that dtype; a float32 norm held in float64 met float64's tolerance)
     norms = {
-        name: p.grad.detach().double().norm().cpu()
+        name: p.grad.detach().double().norm().to(p.grad.dtype).cpu()
         for name, p in module.named_parameters()
         if p.grad is not None
     }

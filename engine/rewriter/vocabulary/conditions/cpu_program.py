@@ -1,0 +1,64 @@
+"""`cpu_program_device`: a variable named like a device (`device`, `dev`) in a program that trains
+and names no accelerator at all: its own choice of the CPU (`device = torch.device("cpu")`, the
+tutorials' `# device = torch.device("cuda:0")  # Uncomment this to run on GPU`) is the only
+device it has, the one a migration to a TPU means to change."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import libcst as cst
+
+from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+
+# Words of code that names an accelerator (strings, attributes, modules); comments are not code.
+ACCELERATORS = ("cuda", "gpu", "mps", "xpu", "xla", "tpu", "accelerator")
+# per walk: the file trains and names no accelerator
+_CPU_PROGRAM: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _names_an_accelerator(node: cst.CSTNode) -> bool:
+    if type(node) is cst.Attribute:
+        return node.attr.value.lower() in ACCELERATORS or node.attr.value == "is_available"
+    if type(node) is cst.Name:
+        return node.value.startswith("torch_xla")
+    if type(node) is cst.SimpleString:
+        value = patterns.literal_value(node)
+        return isinstance(value, str) and any(word in value.lower() for word in ACCELERATORS)
+    return False
+
+
+def _trains(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Call and patterns.last_name(node.func) == "backward"
+
+
+def _cpu_program(walk: Any) -> bool:
+    found = _CPU_PROGRAM.get(walk)
+    if found is None:
+        nodes = list(patterns.walk(walk.module)) if walk.module is not None else []
+        found = any(map(_trains, nodes)) and not any(map(_names_an_accelerator, nodes))
+        _CPU_PROGRAM[walk] = found
+    return found
+
+
+def _cpu_program_device(node: cst.CSTNode, _parameter: None, walk: Any) -> bool:
+    return (
+        type(node) is cst.Name
+        and walk.positions.is_device_name(node.value.lower())
+        and _cpu_program(walk)
+    )
+
+
+CONDITIONS.register(
+    Condition(
+        name="cpu_program_device",
+        doc="is a variable named like a device (the `names` of `device_positions`) in a file "
+        "that trains (calls `.backward()`) and names no accelerator in its code (no 'cuda', "
+        "'gpu', 'mps', 'xpu' or 'xla' string, no `.cuda()`, `torch.cuda`, `torch.accelerator` "
+        "or `is_available()`)",
+        check=_cpu_program_device,
+        words=lambda _: {frozenset({"backward"})},
+    )
+)
