@@ -89,6 +89,10 @@ class Site:
     # The first line of the innermost call the site is part of (0 outside calls): a tool that
     # reports a whole call, at its first line, has reported this site too.
     call_line: int = 0
+    # The first line of the statement the site is in: a tool that reports an expression written
+    # over several lines (a parenthesised chain, an outer call) at its first line reports it
+    # between this line and the site's.
+    statement_line: int = 0
 
 
 def scan(text: str) -> list[Site]:
@@ -171,8 +175,10 @@ class _Scanner(ast.NodeVisitor):
         code = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
         calls = [p for p in self.parents if isinstance(p, ast.Call) and p is not node]
         call_line = calls[-1].lineno if calls else 0
+        statements = [p for p in self.parents if isinstance(p, ast.stmt)]
+        statement_line = statements[-1].lineno if statements else line
         column = getattr(node, "col_offset", 0)
-        self.sites.append(Site(line, column, category, idiom, code, call_line))
+        self.sites.append(Site(line, column, category, idiom, code, call_line, statement_line))
 
     def role(self) -> str:
         """Where the string being visited stands: `==`, `device=`, `torch.device(...)`..."""

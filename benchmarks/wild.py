@@ -277,10 +277,17 @@ def cover(outcome: Outcome, tree: Path, result: checkout.FileResult) -> None:
         return
     lines = {finding.line for finding in result.findings}
     outcome.sites += sites
-    outcome.uncovered += [
-        (result.path, s) for s in sites if s.line not in lines and s.call_line not in lines
-    ]
+    outcome.uncovered += [(result.path, s) for s in sites if not _reported(s, lines)]
     outcome.line_only += sum(s.line not in lines for s in sites)
+
+
+def _reported(site: Site, lines: set[int]) -> bool:
+    """A finding on the site's line, on the first line of the call it is part of, or between
+    the first line of its statement and its own (an expression over several lines is reported
+    where it starts: `torch.device(` over `torch.cuda.is_available()` a line below)."""
+    if site.line in lines or site.call_line in lines:
+        return True
+    return any(line in lines for line in range(site.statement_line, site.line))
 
 
 # --- the report ----------------------------------------------------------------------------------

@@ -156,12 +156,16 @@ NAMES_CUDA = {c.name for c in CONTEXTS if "cuda" in c.template}
 
 
 def _rules(*names: str) -> frozenset[str]:
-    """The rules with a case whose context or built-in analysis is one of `names`."""
+    """The rules with a case whose context, built-in analysis or condition is one of `names`."""
     return frozenset(
         rule.id
         for rule in INDEX.rules
         for case in rule.cases
-        if {getattr(case.context, "name", None), getattr(case.analysis, "name", None)} & set(names)
+        if (
+            {getattr(case.context, "name", None), getattr(case.analysis, "name", None)}
+            | {condition.name for condition, _ in case.where.values()}
+        )
+        & set(names)
     )
 
 
@@ -189,10 +193,12 @@ CONTEXT_RULES = [
             "trained_random",
             "trained_tensors",
             "in_step",
+            "cpu_program_device",
         ),
         NAMES_CUDA,
         "code around the snippet that names CUDA makes the file do device work: its loops are "
-        "steps, none trains on the CPU, and no model moves because none was placed",
+        "steps, none trains on the CPU, no model moves because none was placed, and a CPU "
+        "device is a choice for part of the work, not the program's one device",
     ),
     (
         _rules("parameter_default", "public_signature"),

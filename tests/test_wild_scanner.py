@@ -111,3 +111,27 @@ def test_sites_name_their_line_idiom_and_enclosing_call() -> None:
 
 def test_every_category_has_a_reason() -> None:
     assert all(reason.strip() for reason in CATEGORIES.values())
+
+
+def test_a_site_in_an_expression_over_several_lines_counts_where_it_starts() -> None:
+    """The engine reports `torch.device(` and a parenthesised `.cuda()` chain at their first
+    line: the wild benchmark counts those sites as reported (gpt-neox, pytorch_geometric)."""
+    from benchmarks.wild import _reported
+
+    sites = scan(
+        textwrap.dedent(
+            """\
+            import torch
+
+            device = torch.device(
+                "cuda:0" if torch.cuda.is_available() else "cpu")
+            x = (
+                torch.arange(4)
+                .cuda()
+            )
+            """
+        )
+    )
+    assert {(s.line, s.statement_line) for s in sites} == {(4, 3), (6, 5)}
+    assert all(_reported(s, {3, 5}) for s in sites)
+    assert not any(_reported(s, {1, 9}) for s in sites)  # a finding outside the statement

@@ -5,6 +5,7 @@ device it has, the one a migration to a TPU means to change."""
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Any
 
@@ -15,6 +16,10 @@ from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 # Words of code that names an accelerator (strings, attributes, modules); comments are not code.
 ACCELERATORS = ("cuda", "gpu", "mps", "xpu", "xla", "tpu", "accelerator")
+# A comment PyTPU wrote for a reviewer: the file was migrated already, its accelerator code
+# rewritten (`if torch.cuda.is_available():` gave way to its body), so what is left of it is
+# no CPU program of its own (a second run must judge it as the first did).
+_MIGRATED = re.compile(r"^[ \t]*#\s*PYTPU\d+\b", re.MULTILINE)
 # per walk: the file trains and names no accelerator
 _CPU_PROGRAM: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -38,7 +43,11 @@ def _cpu_program(walk: Any) -> bool:
     found = _CPU_PROGRAM.get(walk)
     if found is None:
         nodes = list(patterns.walk(walk.module)) if walk.module is not None else []
-        found = any(map(_trains, nodes)) and not any(map(_names_an_accelerator, nodes))
+        found = (
+            any(map(_trains, nodes))
+            and not any(map(_names_an_accelerator, nodes))
+            and not _MIGRATED.search(getattr(walk, "text", ""))
+        )
         _CPU_PROGRAM[walk] = found
     return found
 
@@ -57,7 +66,7 @@ CONDITIONS.register(
         doc="is a variable named like a device (the `names` of `device_positions`) in a file "
         "that trains (calls `.backward()`) and names no accelerator in its code (no 'cuda', "
         "'gpu', 'mps', 'xpu' or 'xla' string, no `.cuda()`, `torch.cuda`, `torch.accelerator` "
-        "or `is_available()`)",
+        "or `is_available()`) and carries no comment PyTPU wrote (a migrated file)",
         check=_cpu_program_device,
         words=lambda _: {frozenset({"backward"})},
     )
