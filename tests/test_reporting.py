@@ -288,6 +288,11 @@ def test_xla_evidence_steady_state_and_recompilation_warning():
     assert "steady state" not in text
     assert "⚠️ **3**: the step still recompiles after warm-up" in text
     assert "- CPU fallback ops: `aten::_unique2` ×5, `aten::nonzero` ×2" in text
+    # compiled once, early (an evaluation pass): no warning, and said so
+    doc["benchmark"]["target"]["compile"]["settled"] = True
+    text = section(render(doc), "XLA evidence")
+    assert "⚠️" not in text.split("- CPU fallback")[0]
+    assert "- Compilations after warm-up: 3, none in the later half of the timed steps" in text
 
 
 def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():

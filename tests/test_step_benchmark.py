@@ -239,6 +239,19 @@ def test_a_training_step_that_changes_shape_recompiles_after_warm_up(tmp_path):
     assert result["compile"]["after_warmup"] >= benchmark.MIN_TIMED
 
 
+def test_graphs_compiled_once_after_warm_up_are_a_steady_state():
+    warm_up = [5, 6, 6, 6]  # graphs compiled by each boundary of the first step and warm-up
+    # an evaluation pass between the 4th and 5th timed steps compiled 3 graphs, once
+    once = warm_up + [6, 6, 6, 9, 9, 9, 9, 9, 9, 9]
+    assert benchmark._settled(once, 10, 3)
+    every_step = warm_up + list(range(7, 17))
+    assert not benchmark._settled(every_step, 10, 10)
+    at_the_end = warm_up + [6] * 8 + [7, 8]
+    assert not benchmark._settled(at_the_end, 10, 2)
+    assert not benchmark._settled([], 10, 2)  # (a record without the counts: not shown settled)
+    assert benchmark._settled(warm_up + [6] * 10, 10, 0)
+
+
 def test_manual_updates_on_xla_reach_a_steady_state(tmp_path):
     # The program never syncs: the timer's sync at each backward end runs the steps (without it,
     # nothing would run before the program ends, and no graph would be compiled).

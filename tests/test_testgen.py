@@ -397,6 +397,22 @@ def test_dropout_on_xla_draws_the_cpus_mask(monkeypatch):
     assert noise.device.type == "xla"
 
 
+def test_a_default_xla_device_draws_from_the_cpus_generator():
+    # torch.set_default_device('xla') (the migrated program's) applies below the mode
+    torch.manual_seed(5)
+    expected = [torch.randn(3), torch.rand(2, 2), torch.randint(0, 9, (4,))]
+    torch.manual_seed(5)
+    with support.HostRandom():
+        torch.set_default_device("xla")
+        try:
+            drawn = [torch.randn(3), torch.rand(2, 2), torch.randint(0, 9, (4,))]
+        finally:
+            torch.set_default_device("cpu")
+    assert {t.device.type for t in drawn} == {"xla"}
+    for got, want in zip(drawn, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want)
+
+
 def test_a_suite_imports_package_modules_by_their_names(tmp_path, monkeypatch):
     """A src-layout package run as `python -m pkg.train`: its modules and its script import
     their neighbours relatively, which works only under the package's own name."""
@@ -441,3 +457,41 @@ def test_a_gradient_norm_keeps_its_gradients_dtype_and_so_its_tolerance():
     assert {norm.dtype for norm in norms.values()} == {torch.float32}
     drifted = {name: norm * (1 + 2e-6) for name, norm in norms.items()}
     support.assert_close(drifted, norms, support.GRADIENT_FACTOR)
+
+
+# A training loop that stops when the loss falls under a threshold: rounding decides at which
+# batch and with which loss, so the loss printed after it is not behaviour a backend keeps (XLA
+# stopped at another batch). The first loss, printed before any update, is.
+EARLY_STOP = """
+import torch
+
+true_w = torch.randn(4, 1) * 5
+model = torch.nn.Linear(4, 1)
+first = None
+for batch in range(1, 5000):
+    x = torch.randn(32)
+    x = torch.stack([x ** i for i in range(1, 5)], 1)
+    loss = torch.nn.functional.smooth_l1_loss(model(x), x @ true_w)
+    first = first if first is not None else loss.item()
+    model.zero_grad()
+    loss.backward()
+    for p in model.parameters():
+        p.data.add_(-0.1 * p.grad)
+    if loss.item() < 1e-3:
+        break
+print(f"first loss {first:.4f}")
+print(f"loss {loss.item():.6f} after {batch} batches")
+"""
+
+
+def test_a_metric_that_rounding_moves_is_not_pinned(tmp_path):
+    (tmp_path / "fit.py").write_text(EARLY_STOP)
+    first, second, _ = record.record_twice(tmp_path, "python fit.py", 300, 1 << 20, [])
+    assert first.stdout != second.stdout  # the nudged run printed another loss
+    shapes = {shape: numbers for shape, numbers in record.stable_metrics(first, second)}
+    assert shapes["loss # after # batches"][0] is None
+    [kept] = shapes["first loss #"]
+    assert kept == pytest.approx(float(first.stdout.split()[2]))
+    # unnudged, the two runs agree on every number
+    again = record.run_once(tmp_path, "python fit.py", 300, 1 << 20, [])
+    assert all(None not in numbers for _, numbers in record.stable_metrics(first, again))

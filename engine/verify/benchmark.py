@@ -327,7 +327,8 @@ def _summary(record: dict[str, Any] | None, device: str) -> dict[str, Any]:
 def _xla_summary(record: dict[str, Any], timed: int) -> dict[str, Any]:
     end, start = record.get("evidence"), record.get("evidence_start")
     if end is None:
-        return {"compile": {"graphs": 0, "seconds": 0.0, "after_warmup": 0}, "cpu_fallbacks": {}}
+        empty = {"graphs": 0, "seconds": 0.0, "after_warmup": 0, "settled": True}
+        return {"compile": empty, "cpu_fallbacks": {}}
     # Without timed steps there is nothing after warm-up to count.
     after = end["graphs"] - start["graphs"] if start and timed else 0
     transfers = (end["transfers"] - start["transfers"]) / timed if start and timed else None
@@ -336,10 +337,22 @@ def _xla_summary(record: dict[str, Any], timed: int) -> dict[str, Any]:
             "graphs": end["graphs"],
             "seconds": round(end["compile_seconds"], 3),
             "after_warmup": after,
+            "settled": _settled(record.get("graphs_at_boundaries") or [], timed, after),
         },
         "transfers_per_step": round(transfers, 3) if transfers is not None else None,
         "cpu_fallbacks": dict(sorted(end["fallbacks"].items())),
     }
+
+
+def _settled(graphs: list[int], timed: int, after_warmup: int) -> bool:
+    """The compilations after warm-up stopped: the later half of the timed steps compiled
+    nothing. Graphs compiled once, early (an evaluation pass or a last partial batch the
+    warm-up had not reached), are no recompilation; a graph per step (a shape or a Python
+    value that changes) goes on to the end."""
+    if not after_warmup:
+        return True
+    later = graphs[-(timed - timed // 2) - 1 :]  # (the count before the later half, and in it)
+    return len(graphs) > timed and len(later) > 1 and later[-1] == later[0]
 
 
 def _host_name(device: str) -> str:

@@ -16,6 +16,8 @@ from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 # Words of code that names an accelerator (strings, attributes, modules); comments are not code.
 ACCELERATORS = ("cuda", "gpu", "mps", "xpu", "xla", "tpu", "accelerator")
+# ... in a string, as the start of a word ('cuda:0', 'torch_xla', 'multi_gpu'; not 'output')
+_IN_WORDS = re.compile(rf"(?<![a-z])(?:{'|'.join(ACCELERATORS)})")
 # A comment PyTPU wrote for a reviewer: the file was migrated already, its accelerator code
 # rewritten (`if torch.cuda.is_available():` gave way to its body), so what is left of it is
 # no CPU program of its own (a second run must judge it as the first did).
@@ -31,8 +33,23 @@ def _names_an_accelerator(node: cst.CSTNode) -> bool:
         return node.value.startswith("torch_xla")
     if type(node) is cst.SimpleString:
         value = patterns.literal_value(node)
-        return isinstance(value, str) and any(word in value.lower() for word in ACCELERATORS)
+        return isinstance(value, str) and _IN_WORDS.search(value.lower()) is not None
     return False
+
+
+def _documentation(nodes: list[cst.CSTNode]) -> set[int]:
+    """The strings that are statements of their own (docstrings, a tutorial's prose between
+    its code): words about GPUs there are no code that runs on one."""
+    return {
+        id(string)
+        for node in nodes
+        if type(node) in (cst.SimpleStatementLine, cst.SimpleStatementSuite)
+        for small in node.body
+        if type(small) is cst.Expr
+        and type(small.value) in (cst.SimpleString, cst.ConcatenatedString)
+        for string in patterns.walk(small.value)
+        if type(string) is cst.SimpleString
+    }
 
 
 def _trains(node: cst.CSTNode) -> bool:
@@ -43,9 +60,10 @@ def _cpu_program(walk: Any) -> bool:
     found = _CPU_PROGRAM.get(walk)
     if found is None:
         nodes = list(patterns.walk(walk.module)) if walk.module is not None else []
+        prose = _documentation(nodes)
         found = (
             any(map(_trains, nodes))
-            and not any(map(_names_an_accelerator, nodes))
+            and not any(_names_an_accelerator(n) for n in nodes if id(n) not in prose)
             and not _MIGRATED.search(getattr(walk, "text", ""))
         )
         _CPU_PROGRAM[walk] = found
@@ -64,9 +82,10 @@ CONDITIONS.register(
     Condition(
         name="cpu_program_device",
         doc="is a variable named like a device (the `names` of `device_positions`) in a file "
-        "that trains (calls `.backward()`) and names no accelerator in its code (no 'cuda', "
-        "'gpu', 'mps', 'xpu' or 'xla' string, no `.cuda()`, `torch.cuda`, `torch.accelerator` "
-        "or `is_available()`) and carries no comment PyTPU wrote (a migrated file)",
+        "that trains (calls `.backward()`) and names no accelerator in its code (no word of a "
+        "string, docstrings aside, starting with 'cuda', 'gpu', 'mps', 'xpu', 'xla' or 'tpu'; "
+        "no `.cuda()`, `torch.cuda`, `torch.accelerator` or `is_available()`) and carries no "
+        "comment PyTPU wrote (a migrated file)",
         check=_cpu_program_device,
         words=lambda _: {frozenset({"backward"})},
     )

@@ -44,6 +44,24 @@ from pytpu.runtime.support import (
 # --- the harness ---------------------------------------------------------------------------------
 
 
+def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The leaf tensors whose gradients a backward pass from `loss` accumulated (its graph's
+    AccumulateGrad nodes), each once."""
+    leaves: dict[int, torch.Tensor] = {}
+    seen: dict[int, Any] = {}  # (the nodes kept, so that no id is reused while walking)
+    stack = [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.setdefault(id(variable), variable)
+        stack.extend(following for following, _ in node.next_functions)
+    return list(leaves.values())
+
+
 # Samples kept of a recorded batch (the leading dimension of the inputs).
 KEPT_SAMPLES = 4
 
@@ -71,6 +89,8 @@ class Harness(RepositoryFiles):
         self.probe_failures: dict[str, str] = {}
         self.probing: str | None = None  # the class being called for the suite, not the program
         self.written = False
+        # (a recording run that nudges the parameters after each backward pass: see `nudge`)
+        self.rounding = torch.Generator().manual_seed(SEED) if settings.get("nudge") else None
 
     # where code comes from
 
@@ -137,9 +157,12 @@ class Harness(RepositoryFiles):
                 harness.note_backward()
             outer, harness.in_backward = harness.in_backward, True
             try:
-                return original_backward(tensor, *args, **kwargs)
+                result = original_backward(tensor, *args, **kwargs)
             finally:
                 harness.in_backward = outer
+            if harness.rounding is not None and not outer:
+                harness.nudge(tensor)
+            return result
 
         torch.Tensor.backward = backward
         from torch.optim.optimizer import (
@@ -157,6 +180,19 @@ class Harness(RepositoryFiles):
         if line not in lines:
             lines.append(line)
         return f"{file}::{function}#{kind}{lines.index(line) + 1}"
+
+    def nudge(self, loss: torch.Tensor) -> None:
+        """Move each float leaf the loss was computed from (the parameters) by one rounding
+        error, up or down at random: another backend rounds differently (XLA fuses and
+        reorders float work), and a printed number that such a nudge changes (a loss printed
+        after a stop that depends on it, a long chaotic run) is not behaviour a test can pin
+        across the migration."""
+        with torch.no_grad():
+            for leaf in _leaves(loss):
+                if leaf.is_floating_point() and leaf.numel():
+                    signs = torch.randint(0, 2, leaf.shape, generator=self.rounding) * 2 - 1
+                    step = torch.finfo(leaf.dtype).eps
+                    leaf.mul_(1 + step * signs.to(device=leaf.device, dtype=leaf.dtype))
 
     def note_backward(self) -> None:
         """The losses of the first two backward passes of each call site: where parameters are

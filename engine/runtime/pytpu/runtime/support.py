@@ -319,8 +319,13 @@ class HostRandom(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _RANDOM_FACTORIES:
-            on_xla = [t.device for t in tensors([args, kwargs]) if t.device.type == "xla"]
+            given = list(tensors([args, kwargs]))
+            on_xla = [t.device for t in given if t.device.type == "xla"]
             target = kwargs.get("device")
+            if target is None and not given:
+                # torch.set_default_device('xla') applies below this mode: without a device
+                # of its own, a factory draws on the default device
+                target = torch.get_default_device()
             if target is not None and torch.device(target).type == "xla":
                 on_xla.append(torch.device(target))
             if on_xla:
@@ -539,12 +544,15 @@ def expect_metrics(run: ProgramRun, recorded: list[list[Any]], tolerance: float 
         if found is None:
             raise AssertionError(f"no printed line like {pattern!r}")
         for want, got in zip(numbers, found, strict=True):
-            if want is None:
-                continue
-            digits = _decimals(want)
-            rtol = METRIC_RTOL * tolerance
-            if not math.isclose(got, want, rel_tol=rtol, abs_tol=1.5 * 10**-digits):
+            if want is not None and not metric_close(got, want, tolerance):
                 raise AssertionError(f"{pattern!r}: printed {got}, recorded {want}")
+
+
+def metric_close(got: float, want: float, tolerance: float = 1.0) -> bool:
+    """A printed number agrees with its recording: relative METRIC_RTOL (times `tolerance`), or
+    one and a half units in the recording's last printed digit."""
+    rtol = METRIC_RTOL * tolerance
+    return math.isclose(got, want, rel_tol=rtol, abs_tol=1.5 * 10 ** -_decimals(want))
 
 
 def _decimals(number: float) -> int:

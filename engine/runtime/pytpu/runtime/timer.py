@@ -163,6 +163,7 @@ class StepTimer:
             "device_name": self.device_name,
             "evidence_start": self.evidence_start,
             "evidence": self.evidence,
+            "graphs_at_boundaries": self.graphs,
         }
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"timer-{os.getpid()}.json"
