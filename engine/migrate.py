@@ -31,6 +31,7 @@ from pytpu.engine import gitrepo, testgen
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.rewriter import checkout
+from pytpu.engine.testgen import workspace
 from pytpu.engine.verify import benchmark, parity
 
 TESTS_MESSAGE = "Add behaviour tests (PyTPU)"
@@ -263,8 +264,12 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
         gitrepo.worktree(start.repo, tests.commit) as original,
         gitrepo.worktree(start.repo, migration.commit) as migrated,
     ):
+        # (the benchmark starts from these files again: the tests' runs write theirs)
+        checkouts = {root: workspace.snapshot(root) for root in (original, migrated)}
         checked = clock.run("parity", _parity, start.settings, original, migrated)
-        timed = clock.run("benchmark", _benchmark, start.settings, tests, original, migrated)
+        timed = clock.run(
+            "benchmark", _benchmark, start.settings, tests, original, migrated, checkouts
+        )
     branch = _branch_update(start, migration.commit)
     return _report(Stages(start, tests, migration, checked, timed, branch, clock.finish()))
 
@@ -340,7 +345,11 @@ def _parity(settings: config_module.Config, original: Path, migrated: Path) -> P
 
 
 def _benchmark(
-    settings: config_module.Config, tests: GeneratedTests, original: Path, migrated: Path
+    settings: config_module.Config,
+    tests: GeneratedTests,
+    original: Path,
+    migrated: Path,
+    checkouts: dict[Path, set[str]] | None = None,
 ) -> BenchmarkRuns:
     """Each program that trains (or has a `benchmark` command), in turn: its configured
     benchmark command, else its recorded run, on each side. The recorded run is short: when it
@@ -358,6 +367,7 @@ def _benchmark(
             steps=STEPS,
             timeout=settings.timeout,
             lengthen=given is None,
+            checkouts=checkouts,
         )
         nothing = report_document.nothing_on_xla(section)
         runs.append(BenchmarkRun(program.name, section, nothing_on_xla=nothing))

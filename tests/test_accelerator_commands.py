@@ -212,6 +212,23 @@ def test_the_original_side_takes_its_accelerator_path_on_the_cpu(tmp_path):
     assert "path True cuda cpu {'shuffle': True}" in run.stdout
 
 
+def test_the_cuda_generator_s_state_is_saved_and_restored_on_the_cpu(tmp_path):
+    # (a fixed-seed validation sample between a save and a restore of the CUDA state)
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "if torch.cuda.is_available():\n"
+        "    saved, every = torch.cuda.get_rng_state(), torch.cuda.get_rng_state_all()\n"
+        "    torch.cuda.manual_seed(1)\n"
+        "    sample = torch.randn(2, device='cuda')\n"
+        "    torch.cuda.set_rng_state(saved)\n"
+        "    torch.cuda.set_rng_state_all(every)\n"
+        "    print('restored', sample.device, len(every), torch.cuda.initial_seed() >= 0)\n"
+    )
+    run = support.run_program(tmp_path, "python train.py", timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "restored cpu 1 True" in run.stdout
+
+
 # --- the generated suite's program tests run the XLA command ------------------------------------
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pytpu.engine.testgen import workspace
 from pytpu.engine.verify import benchmark
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
@@ -324,3 +325,30 @@ def test_one_backward_pass_is_one_boundary_when_cuda_is_mapped(tmp_path):
     assert result["error"] is None, result["error"]
     assert result["boundary"] == "backward"
     assert result["spread_ms"]["min"] >= 15  # every timed step includes its 20 ms sleep
+
+
+def test_each_run_starts_from_the_checkout_not_from_an_earlier_run_s_files(tmp_path):
+    # A program that refuses to run over its own results (a solver resuming a saved run did:
+    # "Mismatch in device: saved cuda, input cpu"): the tests' runs leave them behind.
+    repo = _program(
+        tmp_path,
+        """
+        import os, torch
+        os.makedirs("results")  # fails when a run before this one made it
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(16):
+            loss = model(torch.randn(4, 3)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+    )
+    checkout = workspace.snapshot(repo)
+    (repo / "results").mkdir()  # what the tests' run wrote
+    sides = ((repo, "cpu"), (repo, "cpu"))
+    section = benchmark.run(
+        sides, "python train.py", WARMUP, STEPS, 300, checkouts={repo: checkout}
+    )
+    for side in ("baseline", "target"):
+        assert section[side]["error"] is None, section[side]["error"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import processes
-from pytpu.engine.testgen import accelerator, discover
+from pytpu.engine.testgen import accelerator, discover, workspace
 from pytpu.runtime import bootstrap
 
 DEVICES = ("cpu", "cuda", "xla")
@@ -93,8 +93,13 @@ def run(
     steps: int = 10,
     timeout: float = 600,
     lengthen: bool = True,
+    checkouts: dict[Path, set[str]] | None = None,
 ) -> dict[str, Any]:
     """`command` timed on the baseline's (root, device), then on the target's, compared.
+
+    Every run starts from each root's files as `checkouts` lists them (`workspace.snapshot`;
+    by default, as they are now): what an earlier run wrote (a checkpoint it would resume
+    from, a results folder it refuses to overwrite) is removed first.
 
     Each side runs it with the accelerator on (`accelerator.on_device`, read from the
     baseline's program, as the generated suite's program tests do). With `lengthen`, a command
@@ -102,11 +107,14 @@ def run(
     run the longer one; the section names the command that ran, and what was raised from the
     given one."""
     tried = _Lengthening(command)
+    if checkouts is None:
+        checkouts = {root: workspace.snapshot(root) for root, _ in sides}
     while True:
         results: list[dict[str, Any]] = []
         plan: Longer | str | None = None
         on_device = {d: accelerator.on_device(sides[0][0], command, d) for d in ("cpu", "xla")}
         for root, device in sides:
+            workspace.remove_created(root, checkouts[root])
             results.append(measure(root, on_device[device].command, device, warmup, steps, timeout))
             if lengthen and _too_short(results[-1]):
                 plan = tried.plan(root, command, results[-1], warmup, steps, timeout)

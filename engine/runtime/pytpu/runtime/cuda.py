@@ -105,6 +105,7 @@ def _answer_cuda_queries(in_repo: Callable[[str], bool]) -> None:
     cuda.empty_cache = lambda: None
     cuda.get_device_name = lambda *_: "cpu (PyTPU harness)"
     cuda.Event = _CudaEvent
+    _answer_random_state(cuda)
     _answer_accelerator_queries(for_the_program)
     set_default_device = torch.set_default_device
 
@@ -113,6 +114,18 @@ def _answer_cuda_queries(in_repo: Callable[[str], bool]) -> None:
         set_default_device("cpu" if _is_cuda(device) or type(device) is int else device)
 
     torch.set_default_device = on_the_cpu
+
+
+def _answer_random_state(cuda: Any) -> None:
+    """The CUDA generator's state, which the program saves and restores around its own draws
+    (`torch.cuda.get_rng_state()`). Its 'cuda' tensors are drawn from the CPU generator, as the
+    migrated program's are on XLA (where the restore sets XLA's generator, which those draws do
+    not use): a state to save, and a restore that leaves the CPU generator alone on both sides.
+    (manual_seed and seed are lazy in torch.cuda and need no answer.)"""
+    cuda.get_rng_state = lambda *_, **__: torch.get_rng_state()
+    cuda.get_rng_state_all = lambda: [torch.get_rng_state()]
+    _constant(cuda, ("set_rng_state", "set_rng_state_all"), None)
+    cuda.initial_seed = torch.initial_seed
 
 
 def _answer_accelerator_queries(for_the_program: Callable[[Any, Any], Any]) -> None:
