@@ -18,7 +18,14 @@ import libcst as cst
 
 from pytpu.engine.rewriter import devices, patterns
 from pytpu.engine.rewriter.dataflow import DeviceVariables, OptimizerOrder, parameters_receiver
-from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, Finding, short_code
+from pytpu.engine.rewriter.findings import (
+    CONVERTED,
+    FLAGGED,
+    NOTED,
+    OWN_COMMENT_LINE,
+    Finding,
+    short_code,
+)
 from pytpu.engine.rewriter.imports import ImportTracker, bound_paths
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.kb import RuleCase
@@ -680,17 +687,13 @@ class FileAnalysis:
 _WRITTEN = re.compile(r"^#\s*(PYTPU\d+)\b")  # a comment PyTPU wrote for a reviewer
 
 
-# A comment PyTPU wrote (`# PYTPU110 note: module.to(xla) swaps ...`), on a line of its own.
-_OWN_COMMENT_LINE = re.compile(r"^[ \t]*#\s*PYTPU\d+\b.*$", re.MULTILINE)
-
-
 def _names_device_work(text: str) -> bool:
     """The text has a word of device work outside the comments PyTPU wrote (their words are
     not the program's: a second run must judge the file as the first did)."""
     if not any(word in text for word in DEVICE_WORDS):
         return False
     if "PYTPU" in text:
-        text = _OWN_COMMENT_LINE.sub("", text)
+        text = OWN_COMMENT_LINE.sub("", text)
     return any(word in text for word in DEVICE_WORDS)
 
 

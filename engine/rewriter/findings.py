@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,10 @@ class WrittenComment:
     text: str
     needs_review: bool  # a `# PYTPUnnn:` comment (a note reads `# PYTPUnnn note:`)
     cell: int | None = None  # in a notebook: the cell (from 1) that `line` counts in
+
+
+# A line holding a comment `comment_text` wrote (`# PYTPU110 note: ...`), in a file's text.
+OWN_COMMENT_LINE = re.compile(r"^[ \t]*#\s*PYTPU\d+\b.*$", re.MULTILINE)
 
 
 def comment_text(finding: Finding) -> str | None:

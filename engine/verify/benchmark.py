@@ -359,8 +359,8 @@ def _settled(graphs: list[int], timed: int, after_warmup: int) -> bool:
     value that changes) goes on to the end."""
     if not after_warmup:
         return True
-    later = graphs[-(timed - timed // 2) - 1 :]  # (the count before the later half, and in it)
-    return len(graphs) > timed and len(later) > 1 and later[-1] == later[0]
+    # (the count before the later half of the timed steps, and at its end)
+    return len(graphs) > timed and graphs[-1] == graphs[-(timed - timed // 2) - 1]
 
 
 def _host_name(device: str) -> str:

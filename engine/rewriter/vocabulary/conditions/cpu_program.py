@@ -12,16 +12,13 @@ from typing import Any
 import libcst as cst
 
 from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.findings import OWN_COMMENT_LINE
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 # Words of code that names an accelerator (strings, attributes, modules); comments are not code.
 ACCELERATORS = ("cuda", "gpu", "mps", "xpu", "xla", "tpu", "accelerator")
 # ... in a string, as the start of a word ('cuda:0', 'torch_xla', 'multi_gpu'; not 'output')
 _IN_WORDS = re.compile(rf"(?<![a-z])(?:{'|'.join(ACCELERATORS)})")
-# A comment PyTPU wrote for a reviewer: the file was migrated already, its accelerator code
-# rewritten (`if torch.cuda.is_available():` gave way to its body), so what is left of it is
-# no CPU program of its own (a second run must judge it as the first did).
-_MIGRATED = re.compile(r"^[ \t]*#\s*PYTPU\d+\b", re.MULTILINE)
 # per walk: the file trains and names no accelerator
 _CPU_PROGRAM: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -64,7 +61,10 @@ def _cpu_program(walk: Any) -> bool:
         found = (
             any(map(_trains, nodes))
             and not any(_names_an_accelerator(n) for n in nodes if id(n) not in prose)
-            and not _MIGRATED.search(getattr(walk, "text", ""))
+            # (a comment PyTPU wrote: the file was migrated already, its accelerator code
+            # rewritten, say `if torch.cuda.is_available():` given way to its body; a second
+            # run must judge it as the first did)
+            and not OWN_COMMENT_LINE.search(getattr(walk, "text", ""))
         )
         _CPU_PROGRAM[walk] = found
     return found
