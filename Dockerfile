@@ -52,7 +52,7 @@ RUN apt-get update \
 # brings libtpu, the TPU runtime.
 RUN pip install --no-cache-dir "torch==2.9.0" "torch_xla[tpu]==2.9.0"
 
-# PyTPU itself (pyproject.toml pins the same torch pair, already satisfied above) and its test
+# PyTPU itself (its programs' environments are layered over this one's torch pair) and its test
 # runtime, pytpu-runtime from engine/runtime: PyTPU pins it, and the behaviour tests it generates
 # import it. One pip call, so that the pin is met by the copy here, not looked up on an index.
 COPY . /usr/src/pytpu

@@ -296,22 +296,32 @@ def testgen_command(
     pytest suite with that data into PATH/tests/pytpu. The suite passes on the original code on
     the CPU, and after migration with PYTPU_DEVICE=xla. Prints what got tests and what did not.
     """
-    from pytpu.engine import config, testgen
+    from dataclasses import replace
+
+    from pytpu.engine import config, environment, testgen
 
     console = _stdout()
     started = time.perf_counter()
     with console.status("") as status:
         try:
             programs = _programs(path, run)
-            outcome = testgen.generate_programs(
-                path,
-                programs,
-                out=out,
-                timeout=timeout,
-                max_unit_bytes=max_unit_kib * 1024,
-                stage=lambda text: status.update(text),
-            )
-        except (testgen.TestgenError, config.ConfigError, ValueError) as exc:
+            # (the programs run in the environment of what the repository declares)
+            settings = replace(config.load(path), run=programs)
+            with environment.using(environment.prepare(path, settings)):
+                outcome = testgen.generate_programs(
+                    path,
+                    programs,
+                    out=out,
+                    timeout=timeout,
+                    max_unit_bytes=max_unit_kib * 1024,
+                    stage=lambda text: status.update(text),
+                )
+        except (
+            testgen.TestgenError,
+            config.ConfigError,
+            environment.EnvironmentSetupError,
+            ValueError,
+        ) as exc:
             _err(f"pytpu testgen: error: {exc}")
             raise typer.Exit(2) from None
     for error in outcome.errors:

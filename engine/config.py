@@ -39,6 +39,11 @@ KEYS: dict[str, str] = {
     "target": "what to migrate to, e.g. torch_xla or torch_xla==2.9; default torch_xla",
     "tests": "folder of the generated test suite, inside the repository; default tests/pytpu",
     "timeout": "seconds allowed for each run of the program; default 300",
+    "requirements": "requirements files the program's environment installs, relative to the "
+    "root; default: requirements.txt at the root and beside each program's script, and "
+    "pyproject.toml's [project] dependencies",
+    "setup": "shell commands run in the program's environment after its requirements, from the "
+    "repository root (`pip install ...` for what no file declares); default: none",
 }
 
 _TABLE_HEADER = re.compile(r"\[\s*tool\s*\.\s*pytpu\s*\]\s*(#.*)?")
@@ -71,6 +76,8 @@ class Config:
     target: str = "torch_xla"
     tests: str = "tests/pytpu"
     timeout: float = 300.0
+    requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
+    setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
 
     @property
@@ -91,6 +98,8 @@ class Config:
             "include": list(self.include),
             "exclude": list(self.exclude),
             "run": [asdict(program) for program in self.run],
+            "requirements": None if self.requirements is None else list(self.requirements),
+            "setup": list(self.setup),
         }
 
     # cached_property writes the instance __dict__ directly, so it works on a frozen dataclass.
@@ -343,6 +352,29 @@ def _tests(value: Any) -> str:
     return path
 
 
+def _files(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(f, str) and f.strip() for f in value):
+        raise ValueError(
+            f"must be a list of file paths relative to the root, not {value!r}; "
+            'e.g. ["requirements.txt", "requirements/train.txt"]'
+        )
+    for name in value:
+        path = posixpath.normpath(name.replace("\\", "/"))
+        if PurePosixPath(path).is_absolute() or path == ".." or path.startswith("../"):
+            raise ValueError(f"names {name!r}, outside the repository; give a path inside it")
+    return tuple(value)
+
+
+def _commands(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(c, str) and c.strip() for c in items):
+        raise ValueError(
+            f"must be a shell command or a list of them, not {value!r}; "
+            'e.g. ["pip install ./vendor/ops"]'
+        )
+    return tuple(items)
+
+
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "include": _patterns,
     "exclude": _patterns,
@@ -353,4 +385,6 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "target": _target,
     "tests": _tests,
     "timeout": _positive("600"),
+    "requirements": _files,
+    "setup": _commands,
 }

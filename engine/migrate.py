@@ -1,6 +1,7 @@
 """The main job: behaviour tests, the migration, parity on both sides, the benchmark, the report.
 
-On a git repository with a clean tree, from HEAD: the tests are generated and committed ("Add
+On a git repository with a clean tree, from HEAD: the program's environment is prepared (its
+declared requirements, `pytpu.engine.environment`), the tests are generated and committed ("Add
 behaviour tests (PyTPU)"), the KB's rewrites are committed on top ("Migrate to PyTorch/XLA
 (PyTPU)"), the suite runs on the original code (the tests commit) and on the migrated code, the
 training step is timed on both, and the report is written to `.pytpu/`. All of it happens in
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 import git
 
 from pytpu.engine import config as config_module
-from pytpu.engine import gitrepo, testgen
+from pytpu.engine import environment, gitrepo, testgen
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.rewriter import checkout
@@ -202,6 +203,7 @@ class Stages:
     """Every stage's result: what the report is built from."""
 
     start: Start
+    environment: environment.ProgramEnvironment
     tests: GeneratedTests
     migration: MigrationCommit
     parity: ParityRun
@@ -216,7 +218,8 @@ class Stages:
     @property
     def problems(self) -> list[str]:
         rewrite_errors = [f.error for f in self.migration.run.errors if f.error]
-        return self.tests.generated.errors + rewrite_errors + self.parity.problems
+        left_out = list(self.environment.declared.problems)
+        return left_out + self.tests.generated.errors + rewrite_errors + self.parity.problems
 
     @property
     def reproduce(self) -> list[str]:
@@ -256,13 +259,17 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
     start = _start(path)
     clock = _Clock(on_stage)
     with gitrepo.worktree(start.repo, start.base) as work:
-        tests = clock.run("tests", _generate_tests, start.settings, work)
+        # (before any test: a requirement that cannot be installed ends the run here)
+        program = clock.run("environment", _environment, start.settings, work)
+        with environment.using(program):
+            tests = clock.run("tests", _generate_tests, start.settings, work)
         migration = clock.run("rewrite", _rewrite, start.settings, work)
     # Both sides run from clean checkouts of the two commits: the tests judge what is pushed, not
     # what the work tree still holds (a recording left out of the commit, say).
     with (
         gitrepo.worktree(start.repo, tests.commit) as original,
         gitrepo.worktree(start.repo, migration.commit) as migrated,
+        environment.using(program),
     ):
         # (the benchmark starts from these files again: the tests' runs write theirs)
         checkouts = {root: workspace.snapshot(root) for root in (original, migrated)}
@@ -271,7 +278,8 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
             "benchmark", _benchmark, start.settings, tests, original, migrated, checkouts
         )
     branch = _branch_update(start, migration.commit)
-    return _report(Stages(start, tests, migration, checked, timed, branch, clock.finish()))
+    stages = Stages(start, program, tests, migration, checked, timed, branch, clock.finish())
+    return _report(stages)
 
 
 class _Clock:
@@ -309,6 +317,13 @@ def _start(path: Path) -> Start:
         raise MigrateError(str(exc)) from None
     branch = None if repo.head.is_detached else repo.active_branch.name
     return Start(root, repo, base, branch, previous, settings)
+
+
+def _environment(settings: config_module.Config, work: Path) -> environment.ProgramEnvironment:
+    try:
+        return environment.prepare(work, settings)
+    except environment.EnvironmentSetupError as exc:
+        raise MigrateError(f"environment: {exc}") from None
 
 
 def _generate_tests(settings: config_module.Config, work: Path) -> GeneratedTests:
@@ -479,10 +494,11 @@ def verify(path: Path, base_rev: str, timeout: float | None = None) -> Verificat
     except (ValueError, gitrepo.git.BadName) as exc:
         raise MigrateError(f"--base {base_rev}: not a revision of {root} ({exc})") from None
     limit = timeout or settings.timeout * 2
-    with gitrepo.worktree(repo, base) as original:
+    program = _environment(settings, root)
+    with gitrepo.worktree(repo, base) as original, environment.using(program):
         if not (original / settings.tests).is_dir() and (root / settings.tests).is_dir():
             # The suite is newer than the base: the same files judge both sides.
             shutil.copytree(root / settings.tests, original / settings.tests)
         before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
-    after = parity.run_side(root, settings.tests, "xla", limit)
+        after = parity.run_side(root, settings.tests, "xla", limit)
     return Verification(base.hexsha, ParityRun.of(before, after, settings.baseline_device))

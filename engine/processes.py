@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,17 @@ HARNESS_ENV = bootstrap.HARNESS_ENV  # the settings of test generation's harness
 TIMER_ENV = bootstrap.TIMER_ENV  # the settings of the benchmark's step timer
 
 
+# The scripts folder of the environment built for the program (pytpu.engine.environment), whose
+# `python` runs its commands and its tests; None: PyTPU's own Python. Set for a migration's run.
+PROGRAM_SCRIPTS: ContextVar[Path | None] = ContextVar("PROGRAM_SCRIPTS", default=None)
+
+
+def program_python() -> str:
+    """The Python that runs the program's code and its tests."""
+    scripts = PROGRAM_SCRIPTS.get()
+    return str(scripts / "python") if scripts else sys.executable
+
+
 @dataclass(frozen=True)
 class Finished:
     """A child process that ended, by itself or at its time limit."""
@@ -51,6 +63,9 @@ def pytest_environment(root: Path, device: str, baseline: bool = False) -> dict[
     """pytest on `device` in the repository at `root`, its packages importable as if installed;
     under `baseline` the generated suite records its expected values."""
     env = _on_device(safe_environment(), device, quick_compile=True)
+    scripts = PROGRAM_SCRIPTS.get()
+    if scripts:  # (pytest's plugins, and the tests' `python`, from the program's environment)
+        env["PATH"] = os.pathsep.join(filter(None, [str(scripts), env.get("PATH")]))
     folders = [str(folder) for folder in source_roots(root)]
     if folders:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [*folders, env.get("PYTHONPATH")]))
@@ -64,7 +79,8 @@ def program_environment(
 ) -> dict[str, str]:
     """The user's program on `device` with PyTPU inside it: the harness (`variable` HARNESS_ENV)
     or the step timer (TIMER_ENV), given `settings`; `hide_gpus`: a GPU stays unused."""
-    env = _on_device(bootstrap.program_environment(variable, settings), device)
+    scripts = PROGRAM_SCRIPTS.get()
+    env = _on_device(bootstrap.program_environment(variable, settings, scripts), device)
     if hide_gpus:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env

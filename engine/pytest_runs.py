@@ -6,7 +6,6 @@ JUnit report.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
@@ -51,7 +50,8 @@ def run(
         report = Path(scratch) / "junit.xml"
         # (a test file that cannot be imported is that file's error; the other files still run)
         command = [
-            *(sys.executable, "-m", "pytest", *arguments, "-q", "-p", "no:cacheprovider"),
+            *(processes.program_python(), "-m", "pytest", *arguments),
+            *("-q", "-p", "no:cacheprovider"),
             "--continue-on-collection-errors",
         ]
         # (a src layout's folders, as the person reproducing it would type them)

@@ -14,7 +14,11 @@ git -C "$target" add -A
 git -C "$target" -c user.name=Example -c user.email=example@example.invalid commit -q -m "A CUDA training script"
 status=0
 "${PYTPU:-.venv/bin/pytpu}" migrate "$target" || status=$?
-echo "pytpu/migrate in $target:"
-git -C "$target" log --format='  %h %s' main..pytpu/migrate
-echo "report: $target/.pytpu/report.md"
+if git -C "$target" rev-parse -q --verify pytpu/migrate >/dev/null; then
+    echo "pytpu/migrate in $target:"
+    git -C "$target" log --format='  %h %s' main..pytpu/migrate
+    echo "report: $target/.pytpu/report.md"
+else
+    echo "no branch pytpu/migrate in $target (the run stopped before it)"
+fi
 exit "$status"

@@ -67,6 +67,8 @@ def test_yaml_values_are_read(tmp_path, name):
         "target": "torch_xla==2.9",
         "tests": "checks/tpu",
         "timeout": 60.0,
+        "requirements": None,
+        "setup": [],
         "source": name,
     }
     assert isinstance(loaded.tolerance, float)

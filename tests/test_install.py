@@ -1,12 +1,15 @@
 """PyTPU installed the way users get it: both wheels built from a clean copy of this checkout, then
 installed (not editable) into a new virtual environment with the torch pair, as action.yml does;
 that environment runs the bundled example's main job, whose report must be README's first
-command's report (timings, commits and the repository's name aside).
+command's report (timings, commits and the repository's name aside). And the wheels alone, as
+`pip install pytpu` gets them: no torch, the rewriter and the CLI working, and the main job
+building an environment of the torch pair for the programs it runs.
 
-It downloads torch 2.9.0 and torch_xla 2.9.0 once (about 7 GB, two minutes)."""
+It downloads torch 2.9.0 and torch_xla 2.9.0 (about 7 GB, two minutes) into each of the two."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import venv
@@ -23,21 +26,33 @@ TORCH_PAIR = ("torch==2.9.0", "torch_xla[tpu]==2.9.0")
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
+def wheels(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("wheels")
+    return build_wheels(copy_tracked(root / "clone"), root / "wheels")
+
+
+def _environment(folder: Path, wheels: dict[str, Path], *more: str) -> Path:
     """A new environment (from the base interpreter, not this one) with the wheels in it."""
-    root = tmp_path_factory.mktemp("install")
-    wheels = build_wheels(copy_tracked(root / "clone"), root / "wheels")
-    environment = root / "venv"
-    venv.EnvBuilder(with_pip=True).create(environment)
-    python = environment / "bin" / "python"
+    venv.EnvBuilder(with_pip=True).create(folder)
+    python = folder / "bin" / "python"
     done = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--progress-bar", "off"]
-        + [str(wheels["pytpu_runtime"]), str(wheels["pytpu"]), *TORCH_PAIR],
+        + [str(wheels["pytpu_runtime"]), str(wheels["pytpu"]), *more],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return environment
+    return folder
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, wheels) -> Path:
+    return _environment(tmp_path_factory.mktemp("install") / "venv", wheels, *TORCH_PAIR)
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory, wheels) -> Path:
+    return _environment(tmp_path_factory.mktemp("bare") / "venv", wheels)
 
 
 def _migrate_example(pytpu: Path, target: Path) -> subprocess.CompletedProcess:
@@ -85,3 +100,33 @@ def test_the_installed_pytpu_migrates_the_example_as_readmes_command_does(instal
     reports = [tmp_path / side / "example" / ".pytpu" / "report.md" for side in ("wheels", "dev")]
     assert _shape(reports[0].read_text()) == _shape(reports[1].read_text())
     assert "parity N/N" in _shape(reports[0].read_text())
+
+
+def test_pytpu_alone_installs_no_torch_its_cli_works_and_the_main_job_builds_the_pair(
+    bare, tmp_path
+):
+    python, pytpu = bare / "bin" / "python", bare / "bin" / "pytpu"
+    listed = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True)
+    names = {line.split()[0].lower() for line in listed.stdout.splitlines()[2:]}
+    assert {"pytpu", "pytpu-runtime", "libcst"} <= names
+    assert not names & {"torch", "torch-xla", "nvidia-cudnn-cu12"}, sorted(names)
+    shown = subprocess.run([str(pytpu), "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "rewrite" in shown.stdout, shown.stderr
+    program = tmp_path / "train.py"
+    program.write_text((ROOT / "examples" / "cuda_mnist" / "train.py").read_text())
+    diff = subprocess.run([str(pytpu), "rewrite", str(program), "--diff"], capture_output=True,
+                          text=True)  # fmt: skip
+    assert "+import torch_xla" in diff.stdout, diff.stdout[-2000:] + diff.stderr[-2000:]
+    # The main job puts the target's torch pair in an environment of its own, once, and runs
+    # the example over it; PyTPU's own environment stays without torch.
+    done = _migrate_example(pytpu, tmp_path / "example")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    report = json.loads((tmp_path / "example" / ".pytpu" / "report.json").read_text())
+    environment = report["environment"]
+    bases = tmp_path / ".cache" / "pytpu" / "bases"
+    assert environment["base"] == str(bases / "torch_xla-2.9.0-py311")
+    assert environment["own"] is False and report["verdict"]["status"] == "parity"
+    page = (tmp_path / "example" / ".pytpu" / "report.md").read_text()
+    assert "the torch pair from an environment of its own" in page
+    still = subprocess.run([str(python), "-c", "import torch"], capture_output=True)
+    assert still.returncode != 0

@@ -21,6 +21,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "reporting"
 HEADINGS = [
     "Test parity",
     "Benchmark",
+    "Environment",
     "XLA evidence",
     "Changes",
     "Review items",
@@ -382,7 +383,7 @@ def test_reproduce_is_a_shell_block_and_the_footer_has_version_and_timings(docum
     assert len(fences) == 1 and fences[0].info == "sh"
     assert fences[0].content == "\n".join(document["reproduce"]) + "\n"
     last = [t for t in tokens if t.type == "inline"][-1].content
-    assert last.startswith(f"<sub>PyTPU {document['tool']['version']} · tests ")
+    assert last.startswith(f"<sub>PyTPU {document['tool']['version']} · environment ")
     assert "· total 1 min" in last
 
 
@@ -518,3 +519,21 @@ def test_a_repository_whose_programs_do_not_train_says_why_no_benchmark_ran():
     assert verdict_line(doc).endswith("no benchmark (CPU → XLA on the CPU)")
     bench = section(render(doc), "Benchmark")
     assert f"No benchmark ran: {reason}." in bench and "failed" not in bench
+
+
+# The environment section
+
+
+def test_the_environment_section_names_what_was_installed_and_each_changed_pin():
+    page = markdown.render(load("regressed"))
+    section = page.split("## Environment", 1)[1].split("\n## ", 1)[0]
+    assert "built in 3.1 s" in section and "`requirements.txt`" in section
+    assert "Installed: einops 0.8.2, torchvision 0.24.0." in section
+    (table,) = tables(parse(section))
+    assert table[0] == [
+        "`torch<2.6`", "`torch==2.9.0`", "requirements.txt:2",
+        "torch-xla 2.9.0 is built for torch 2.9.0 only",
+    ]  # fmt: skip
+    assert len(table) == 2
+    own = markdown.render(load("parity")).split("## Environment", 1)[1].split("\n## ", 1)[0]
+    assert "declares no requirements" in own and "torch 2.9.0, torch-xla 2.9.0" in own

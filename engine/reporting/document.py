@@ -183,6 +183,7 @@ def build(stages: Stages) -> dict[str, Any]:
         "commits": [{"sha": c.hexsha, "message": c.summary} for c in stages.branch.commits],
         "target": start.settings.target,
         "devices": asdict(stages.parity.devices),
+        "environment": stages.environment.as_dict(),
         "verdict": asdict(stages.verdict),
         "parity": parity_by_program(stages.parity.section, stages.tests.generated),
         "programs": programs(stages.tests.generated, stages.benchmark),

@@ -40,7 +40,7 @@ from pytpu.engine.rewriter.vocabulary.matches.patterns import PATTERN
 DEFAULT_TARGET = "torch_xla"
 # Data tables in kb/ that are not rule families, by the file's stem; each is checked against
 # kb/<stem>.schema.json, and every rule it names must exist.
-TABLES = ("device_api",)
+TABLES = ("device_api", "targets")
 # The keys of a device_api entry that name a rule, by what the rule does to the name.
 DEVICE_API_RULE_KEYS = ("rewrite", "note", "flag")
 TARGET_VERSIONS = {"torch_xla": Version("2.9")}

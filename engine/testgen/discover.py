@@ -17,7 +17,6 @@ from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
-import torch.nn
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
 from pytpu.engine.rewriter import sources
@@ -199,6 +198,8 @@ def _dotted(relative: str) -> str:
 def _is_torch_module(qualified: str) -> bool:
     if not qualified.startswith("torch.nn."):
         return False
+    import torch.nn  # (here: the rest of the inventory, and its callers, need no torch)
+
     target: object = torch
     for part in qualified.split(".")[1:]:
         target = getattr(target, part, None)
@@ -267,6 +268,8 @@ def _feature_checks(node: cst.ClassDef, names: Any, positions: Any) -> tuple:
 
 
 def _resolves(path: str) -> bool:
+    import torch
+
     target: object = torch
     for part in path.split(".")[1:]:
         target = getattr(target, part, None)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytpu.engine import processes
 from pytpu.engine.testgen import discover, workspace
-from pytpu.runtime import bootstrap, support
+from pytpu.runtime import bootstrap
 
 
 class RecordingFailed(Exception):
@@ -62,6 +62,14 @@ class VariantRuns:
     failure: str | None = None
 
 
+def _support():
+    """The tests' runtime, which compares recorded tensors: it imports torch, which PyTPU's
+    environment holds beside it for the main job (not for the rewriter or the CLI)."""
+    from pytpu.runtime import support
+
+    return support
+
+
 def run_once(
     root: Path,
     command: str,
@@ -88,7 +96,7 @@ def run_once(
                 f"`{command}` did not finish in {timeout:.0f} s; give a shorter command with --run"
                 " (fewer epochs or steps, a dry-run flag)"
             )
-        harness = support.harness_records(Path(out))
+        harness = _support().harness_records(Path(out))
         return Run(done.returncode, done.stdout, done.stderr, done.seconds, harness)
 
 
@@ -160,6 +168,7 @@ def _close(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is b
     try:
+        support = _support()
         support.assert_close(a, b, support.GRADIENT_FACTOR)
     except AssertionError:
         return False
@@ -212,6 +221,7 @@ def stable_metrics(first: Run, second: Run, limit: int = 20) -> list[list[Any]]:
     """Metric lines printed by both runs; numbers that differ between them beyond the metric
     test's tolerance become None (the second run of `record_twice` is nudged: a number that
     rounding moves is not pinned)."""
+    support = _support()
     theirs = support.metric_lines(second.stdout)
     stable = []
     position = 0

@@ -14,7 +14,6 @@ from typing import Any
 
 import black
 import jinja2
-import torch
 
 import pytpu.runtime
 from pytpu.engine.testgen import accelerator, discover
@@ -213,6 +212,8 @@ def _format(source: str) -> str:
 
 def save_inputs(unit: Unit, data_dir: Path) -> int:
     """Write the unit's recorded inputs; returns the bytes written."""
+    import torch  # (the recordings' tensors: only here, where PyTPU's environment has torch)
+
     path = data_dir / f"{unit.slug}.pt"
     torch.save({"args": unit.record["args"], "kwargs": unit.record["kwargs"]}, path)
     return path.stat().st_size

@@ -64,15 +64,19 @@ def exit_message(what: str, code: int, output: str, tail: int = 15) -> str:
     return f"{what} exited with {code}: {failure_summary(output)}\n{last}"
 
 
-def program_environment(name: str, settings: dict[str, Any]) -> dict[str, str]:
+def program_environment(
+    name: str, settings: dict[str, Any], scripts: Path | None = None
+) -> dict[str, str]:
     """The environment of a program run with PyTPU inside it: `settings` in the variable `name`
-    (HARNESS_ENV or TIMER_ENV), no secrets, this Python first on PATH (the command's `python`
-    is the one with torch and this package) behind the shims, string hashes as in every other
+    (HARNESS_ENV or TIMER_ENV), no secrets, the program's Python first on PATH behind the shims
+    (`scripts`, the folder of the environment built for the program; by default this Python's:
+    the command's `python` is one with torch and this package), string hashes as in every other
     run."""
     env = safe_environment()
     env[name] = _settings_value(json.dumps(settings))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(STARTUP), env.get("PYTHONPATH")]))
-    path = [str(_shims()), str(Path(sys.executable).parent), env.get("PATH", "")]
+    own = str(Path(sys.executable).parent)
+    path = [str(_shims(scripts)), *([str(scripts)] if scripts else []), own, env.get("PATH", "")]
     env["PATH"] = os.pathsep.join(path)
     env["PYTHONHASHSEED"] = "0"
     return env
@@ -135,9 +139,10 @@ exit 127
 _shim_folder: Path | None = None  # this process's, removed when it exits
 
 
-def _shims() -> Path:
+def _shims(scripts: Path | None = None) -> Path:
     """The folder of shims: a link to one script for each name a command may start this Python
-    by, `python`, `python3`, `python3.X` and the Python scripts of its environment."""
+    by, `python`, `python3`, `python3.X` and the Python scripts of its environment (and of the
+    folder `scripts`, the program's environment's)."""
     global _shim_folder
     if _shim_folder is None or not _shim_folder.is_dir():  # a long-lived process's /tmp is cleaned
         _shim_folder = Path(tempfile.mkdtemp(prefix="pytpu-shims-"))
@@ -147,16 +152,17 @@ def _shims() -> Path:
         folder = shlex.quote(str(_shim_folder / "bin"))
         script.write_text(_SHIM.format(startup=shlex.quote(str(STARTUP)), folder=folder))
         script.chmod(0o755)
-    for name in _python_names():  # each time: a script installed since gets its shim
+    for name in _python_names(scripts):  # each time: a script installed since gets its shim
         with contextlib.suppress(FileExistsError):
             (_shim_folder / "bin" / name).symlink_to(_shim_folder / "shim.sh")
     return _shim_folder / "bin"
 
 
-def _python_names() -> set[str]:
+def _python_names(scripts: Path | None = None) -> set[str]:
     version = sys.version_info
     names = {"python", f"python{version.major}", f"python{version.major}.{version.minor}"}
-    for folder in {Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))}:
+    folders = {Path(sys.executable).parent, Path(sysconfig.get_path("scripts")), scripts}
+    for folder in filter(None, folders):
         with contextlib.suppress(OSError):
             names.update(path.name for path in folder.iterdir() if _is_python_script(path))
     return names

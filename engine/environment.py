@@ -1,0 +1,577 @@
+"""The program's environment: what the repository declares it needs, installed apart from PyTPU.
+
+A migration runs the user's commands and tests in a virtual environment built for the repository:
+its declared requirements (`requirements.txt` at the root and beside each program's script, the
+`dependencies` of its `pyproject.toml`, or the files the configuration's `requirements` lists),
+then the configuration's `setup` commands. The environment is layered over a base that holds the
+target's torch and backend (kb/targets.yaml): PyTPU's own environment when it has that pair. A
+`.pth` file adds the base's site folder after the environment's own, so a version the program
+asks for wins over the base's, and pip sees torch as installed and keeps it. The target's torch,
+backend and torch's companions (torchvision, torchaudio) are constraints: a repository pin that
+excludes them is replaced, and the report names it with the reason.
+
+Built once per set of requirements: cached by their hash under PyTPU's cache folder
+(`PYTPU_CACHE_DIR`, default `~/.cache/pytpu`), under a lock (concurrent migrations wait for one
+build), marked complete only at the end (a build cut off is built again). A repository that
+declares nothing runs in PyTPU's environment, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import site
+import sys
+import sysconfig
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from pytpu.engine import processes
+from pytpu.engine.config import Config
+
+REQUIREMENTS = "requirements.txt"
+PYPROJECT = "pyproject.toml"
+COMPLETE = ".pytpu-environment.json"  # written last: the environment is whole
+INSTALL_TIMEOUT = 1800.0  # seconds for pip (a large requirement set on a cold cache)
+_PIP_FAILURE = (
+    re.compile(r"No matching distribution found for ([^\s;]+)"),
+    re.compile(r"Could not find a version that satisfies the requirement ([^\s;]+)"),
+    re.compile(r"Cannot install ([^\s,]+)"),
+    re.compile(r"Failed to build ([^\s,]+)"),
+    re.compile(r"ResolutionImpossible"),
+)
+
+
+class EnvironmentSetupError(Exception):
+    """The program's environment cannot be built; the message names what and says what to do."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a target needs in the program's environment (kb/targets.yaml)."""
+
+    name: str
+    torch: str
+    backend: str  # the backend's distribution
+    backend_version: str
+    why: str
+    companions: dict[str, str | None]
+    install: tuple[str, ...]  # what pip installs for an environment of the pair
+
+    @property
+    def pins(self) -> dict[str, str | None]:
+        """The release of each torch-family distribution, by canonical name (None: none)."""
+        return {
+            "torch": self.torch,
+            canonicalize_name(self.backend): self.backend_version,
+            **{canonicalize_name(name): version for name, version in self.companions.items()},
+        }
+
+    def reason(self, name: str) -> str:
+        if name == "torch":
+            return f"{self.backend} {self.backend_version} is built for torch {self.torch} only"
+        if name == canonicalize_name(self.backend):
+            return f"the target is {self.name} {self.backend_version}: {' '.join(self.why.split())}"
+        if self.companions.get(name) is None:
+            return f"{name} has no release built for torch {self.torch}"
+        return f"{name} {self.companions[name]} is the release built for torch {self.torch}"
+
+
+def target(name: str = "torch_xla") -> Target:
+    """The target `name`'s entry of kb/targets.yaml."""
+    from pytpu.engine.rewriter import kb
+
+    entry = kb.default().tables["targets"]["targets"][name]
+    backend = entry["backend"]
+    return Target(
+        name, entry["torch"], backend["distribution"], backend["version"], backend["why"],
+        dict(entry["companions"]), tuple(entry["install"]),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PinChange:
+    """A requirement of the repository on the torch family that the target overrides."""
+
+    declared: str  # as written, `torch<2.6`
+    used: str  # `torch==2.9.0`, or `left out`
+    where: str  # `requirements.txt:3`
+    why: str
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the repository declares its programs need."""
+
+    files: tuple[str, ...] = ()  # read, relative to the root
+    requirements: tuple[str, ...] = ()  # for pip, the torch family as the target has it
+    origins: dict[str, str] = field(default_factory=dict)  # canonical name -> `file:line`
+    changes: tuple[PinChange, ...] = ()
+    problems: tuple[str, ...] = ()  # lines left out: `file:line: what; what to do`
+    setup: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.requirements or self.setup)
+
+
+@dataclass(frozen=True)
+class ProgramEnvironment:
+    """Where the program's commands and tests run."""
+
+    scripts: Path | None  # the environment's scripts folder; None: PyTPU's own environment
+    python: str
+    torch: str
+    backend: str  # `torch-xla 2.9.0`
+    declared: Declared
+    installed: tuple[tuple[str, str], ...] = ()  # (name, version) pip installed
+    cached: bool = False  # built by an earlier run
+    seconds: float = 0.0
+    base: str | None = None  # the environment of the target's pair; None: PyTPU's own has it
+
+    def as_dict(self) -> dict[str, Any]:
+        declared = {
+            key: value if isinstance(value, dict) else list(value)
+            for key, value in asdict(self.declared).items()
+        }
+        return {
+            "own": self.scripts is None,
+            "python": self.python,
+            "python_version": ".".join(map(str, sys.version_info[:3])),  # (the same interpreter)
+            "torch": self.torch,
+            "backend": self.backend,
+            "installed": [{"name": n, "version": v} for n, v in self.installed],
+            "cached": self.cached,
+            "base": self.base,
+            "seconds": round(self.seconds, 1),
+            "declared": declared,
+        }
+
+
+def declared(root: Path, settings: Config, chosen: Target | None = None) -> Declared:
+    """The requirements the repository at `root` declares, the torch family as `chosen` has it."""
+    chosen = chosen or target()
+    reader = _Reader(root, chosen)
+    if settings.requirements is not None:
+        for name in settings.requirements:
+            if not (root / name).is_file():
+                where = settings.source or "the configuration"
+                raise EnvironmentSetupError(
+                    f"{where}: `requirements` lists {name}, which the repository does not have;"
+                    " fix the path or remove it from the list"
+                )
+            reader.read_file(root / name)
+    else:
+        for path in _default_files(root, settings):
+            reader.read_file(path)
+        reader.read_pyproject(root / PYPROJECT)
+    return Declared(
+        tuple(reader.files), tuple(reader.requirements), reader.origins, tuple(reader.changes),
+        tuple(reader.problems), settings.setup,
+    )  # fmt: skip
+
+
+def _default_files(root: Path, settings: Config) -> list[Path]:
+    """requirements.txt at the root and beside each program's script."""
+    from pytpu.engine.testgen.discover import entry_script
+
+    folders = [root]
+    for program in settings.run:
+        script = entry_script(root, program.command)
+        if script:
+            folders.append((root / script).parent)
+    files = [folder / REQUIREMENTS for folder in dict.fromkeys(folders)]
+    return [path for path in files if path.is_file()]
+
+
+class _Reader:
+    """Reads requirement files (following `-r`) and pyproject.toml's dependencies."""
+
+    def __init__(self, root: Path, chosen: Target):
+        self.root, self.target = root, chosen
+        self.files: list[str] = []
+        self.requirements: list[str] = []
+        self.origins: dict[str, str] = {}
+        self.changes: list[PinChange] = []
+        self.problems: list[str] = []
+
+    def relative(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    def read_file(self, path: Path) -> None:
+        name = self.relative(path)
+        if name in self.files:
+            return
+        self.files.append(name)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self.problems.append(f"{name}: cannot be read ({exc}); make it a readable UTF-8 file")
+            return
+        for number, line in _logical_lines(text):
+            where = f"{name}:{number}"
+            if line.startswith(("-r ", "--requirement ", "-r", "--requirement=")):
+                included = re.sub(r"^(-r|--requirement)[=\s]*", "", line).strip()
+                target = (path.parent / included).resolve()
+                if not target.is_file() or not target.is_relative_to(self.root.resolve()):
+                    self.problems.append(
+                        f"{where}: includes {included}, which the repository does not have;"
+                        " fix the path (the rest is installed)"
+                    )
+                    continue
+                self.read_file(target)
+            elif line.startswith("-e") or line in (".", "./") or line.startswith("--editable"):
+                # (the repository's own code runs from its checkout, its folders on PYTHONPATH)
+                self.problems.append(
+                    f"{where}: `{line}` installs the repository itself, which PyTPU runs from"
+                    " its checkout; left out"
+                )
+            elif line.startswith("-"):
+                self.problems.append(
+                    f"{where}: the pip option `{line}` is not applied (the environment installs"
+                    " from the package index pip is configured with); left out. Put what it is"
+                    " needed for in `setup` in PyTPU's settings"
+                )
+            else:
+                self.add(line, where)
+
+    def read_pyproject(self, path: Path) -> None:
+        if not path.is_file():
+            return
+        try:
+            project = tomllib.loads(path.read_text(encoding="utf-8")).get("project") or {}
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            self.problems.append(f"{PYPROJECT}: cannot be read ({exc}); its dependencies left out")
+            return
+        dependencies = project.get("dependencies") or []
+        if dependencies:
+            self.files.append(PYPROJECT)
+        for dependency in dependencies:
+            self.add(str(dependency), f"{PYPROJECT} [project] dependencies")
+
+    def add(self, line: str, where: str) -> None:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            why = str(exc).splitlines()[0]
+            self.problems.append(
+                f"{where}: `{line}` is not a requirement ({why}); fix or remove the line (the"
+                " rest is installed)"
+            )
+            return
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            return  # (for another platform or Python)
+        name = canonicalize_name(requirement.name)
+        line = str(requirement)  # (written one way: `tqdm >= 4` is `tqdm>=4`)
+        pins = self.target.pins
+        if name in pins:
+            line = self.torch_family(requirement, name, pins[name], where)
+            if line is None:
+                return
+        self.origins.setdefault(name, where)
+        if line not in self.requirements:
+            self.requirements.append(line)
+
+    def torch_family(
+        self, requirement: Requirement, name: str, release: str | None, where: str
+    ) -> str | None:
+        """The line pip installs for a torch-family requirement (None: the base has it, or no
+        release fits), and the change, when the declared one excludes the target's release."""
+        fits = release is not None and requirement.specifier.contains(release, prereleases=True)
+        if not fits:
+            used = f"{requirement.name}=={release}" if release else "left out"
+            change = PinChange(str(requirement), used, where, self.target.reason(name))
+            if change not in self.changes:
+                self.changes.append(change)
+        if release is None or name in ("torch", canonicalize_name(self.target.backend)):
+            return None  # (the base layer's)
+        extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+        return f"{requirement.name}{extras}=={release}"
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first line number, line) of a requirements file: comments dropped, `\\` continued."""
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).rstrip()
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = (pending + line).strip()
+        pending = ""
+        if line:
+            yield start, line
+
+
+def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramEnvironment:
+    """The environment the programs of the repository at `root` run in: built (or found in the
+    cache) when the repository declares requirements or PyTPU's environment lacks the target's
+    torch pair, else PyTPU's own."""
+    chosen = target()
+    cache = cache or cache_folder()
+    found = declared(root, settings, chosen)
+    backend = f"{chosen.backend} {chosen.backend_version}"
+    started = time.perf_counter()
+    base = _base(chosen, cache, root)
+    if found.empty and base.own:
+        return ProgramEnvironment(None, sys.executable, chosen.torch, backend, found)
+    key = _key(found, chosen, base)
+    folder = cache / "environments" / key
+    with _locked(folder.with_name(f"{key}.lock")):
+        complete = folder / COMPLETE
+        cached = complete.is_file()
+        if not cached:
+            shutil.rmtree(folder, ignore_errors=True)  # (a build cut off)
+            installed = _build(folder, root, found, chosen, base)
+            complete.write_text(json.dumps({"installed": installed}), encoding="utf-8")
+        installed = json.loads(complete.read_text(encoding="utf-8"))["installed"]
+    base.reach()
+    scripts = folder / "bin"
+    return ProgramEnvironment(
+        scripts, str(scripts / "python"), chosen.torch, backend, found,
+        tuple((item[0], item[1]) for item in installed), cached and base.cached,
+        time.perf_counter() - started, base.folder,
+    )  # fmt: skip
+
+
+def cache_folder() -> Path:
+    configured = os.environ.get("PYTPU_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "pytpu"
+
+
+@contextlib.contextmanager
+def using(environment: ProgramEnvironment) -> Iterator[None]:
+    """The program's commands and tests run in `environment` inside the block."""
+    token = processes.PROGRAM_SCRIPTS.set(environment.scripts)
+    try:
+        yield
+    finally:
+        processes.PROGRAM_SCRIPTS.reset(token)
+
+
+@dataclass(frozen=True)
+class Base:
+    """The site folders a program's environment is layered over: the target's torch pair, then
+    PyTPU's own (its test runtime and what that needs)."""
+
+    sites: tuple[str, ...]
+    folder: str | None = None  # the base environment built for the pair; None: PyTPU's own
+    cached: bool = True
+
+    @property
+    def own(self) -> bool:
+        return self.folder is None
+
+    def reach(self) -> None:
+        """PyTPU reads the recordings with torch: the built base's, when PyTPU has none."""
+        for site_folder in self.sites:
+            if site_folder not in sys.path:
+                site.addsitedir(site_folder)
+
+
+def _own_sites() -> tuple[str, ...]:
+    return tuple(dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]))
+
+
+def _base(chosen: Target, cache: Path, root: Path) -> Base:
+    """PyTPU's environment when it holds the target's pair; else an environment with the pair,
+    built once per target and Python (several GB: torch), over which PyTPU's own is layered."""
+    wanted = {"torch": chosen.torch, canonicalize_name(chosen.backend): chosen.backend_version}
+    have = {}
+    for name in wanted:
+        try:
+            have[name] = metadata.version(name).split("+")[0]
+        except metadata.PackageNotFoundError:
+            have[name] = None
+    if have == wanted:
+        return Base(_own_sites())
+    python_tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    folder = cache / "bases" / f"{chosen.name}-{chosen.backend_version}-{python_tag}"
+    with _locked(folder.with_name(f"{folder.name}.lock")):
+        cached = (folder / COMPLETE).is_file()
+        if not cached:
+            shutil.rmtree(folder, ignore_errors=True)
+            python = _new_venv(folder, root)
+            command = [
+                sys.executable, "-m", "pip", "--python", str(python), "install",
+                "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
+                *chosen.install,
+            ]  # fmt: skip
+            done = processes.run(command, root, processes.safe_environment(), INSTALL_TIMEOUT)
+            if done.returncode != 0 or done.timed_out:
+                tail = " / ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+                raise EnvironmentSetupError(
+                    f"PyTPU's environment ({sys.prefix}) has {_have(have)}, so the target's"
+                    f" pair goes in an environment of its own ({folder}), and pip could not"
+                    f" install {' '.join(chosen.install)} there: {tail}. Install them beside"
+                    f" PyTPU instead: pip install {' '.join(repr(r) for r in chosen.install)}"
+                )
+            (folder / COMPLETE).write_text(json.dumps({"installed": chosen.install}))
+        site_folder = _site_folder(folder / "bin" / "python", root)
+    return Base((site_folder, *_own_sites()), str(folder), cached)
+
+
+def _have(have: dict[str, str | None]) -> str:
+    return ", ".join(f"{name} {version or '(none)'}" for name, version in have.items())
+
+
+def _key(found: Declared, chosen: Target, base: Base) -> str:
+    described = {
+        "python": [sys.version, os.path.realpath(sys.executable)],
+        "base": list(base.sites),
+        "target": asdict(chosen),
+        "requirements": sorted(found.requirements),
+        "setup": list(found.setup),
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(
+    folder: Path, root: Path, found: Declared, chosen: Target, base: Base
+) -> list[list[str]]:
+    """A virtual environment at `folder` over `base`, with `found` installed; what pip
+    installed, as [name, version] pairs."""
+    python = _new_venv(folder, root)
+    site_folder = Path(_site_folder(python, root))
+    # (site.addsitedir, not a bare path: the base's own .pth files, editable installs among
+    # them, take effect too)
+    lines = [f"import site; site.addsitedir({folder_!r})" for folder_ in base.sites]
+    (site_folder / "pytpu-base.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _script_wrappers(folder / "bin", chosen, base)
+    installed: list[list[str]] = []
+    if found.requirements:
+        installed = _pip_install(python, root, folder, found, chosen)
+    env = processes.safe_environment()
+    env["PATH"] = os.pathsep.join([str(folder / "bin"), env.get("PATH", "")])
+    env["VIRTUAL_ENV"] = str(folder)
+    for command in found.setup:
+        done = processes.run(command, root, env, INSTALL_TIMEOUT)
+        if done.returncode != 0 or done.timed_out:
+            why = "ran out of time" if done.timed_out else f"exited with {done.returncode}"
+            tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-10:])
+            raise EnvironmentSetupError(
+                f"the setup command `{command}` (PyTPU's settings) {why} in the program's"
+                f" environment; fix it and run again:\n{tail}"
+            )
+    return installed
+
+
+def _new_venv(folder: Path, root: Path) -> Path:
+    command = [sys.executable, "-m", "venv", "--without-pip", str(folder)]
+    done = processes.run(command, root, processes.safe_environment(), 300)
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip()[-500:]
+        raise EnvironmentSetupError(f"cannot create a virtual environment at {folder}: {why}")
+    return folder / "bin" / "python"
+
+
+def _site_folder(python: Path, root: Path) -> str:
+    done = processes.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        root, processes.safe_environment(), 60,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def _script_wrappers(scripts: Path, chosen: Target, base: Base) -> None:
+    """The torch family's commands (torchrun) started by the environment's Python: the base's
+    own scripts name another Python, which does not see the program's packages."""
+    python = scripts / "python"
+    for name in ("torch", chosen.backend):
+        for found in list(metadata.Distribution.discover(name=name, path=list(base.sites)))[:1]:
+            for point in found.entry_points:
+                if point.group != "console_scripts" or (scripts / point.name).exists():
+                    continue
+                module, _, attribute = point.value.partition(":")
+                path = scripts / point.name
+                path.write_text(
+                    f"#!{python}\nimport sys\nfrom {module} import {attribute.split('.')[0]}\n"
+                    f"sys.exit({attribute}())\n",
+                    encoding="utf-8",
+                )
+                path.chmod(0o755)
+
+
+def _pip_install(
+    python: Path, root: Path, folder: Path, found: Declared, chosen: Target
+) -> list[list[str]]:
+    requirements = folder / "pytpu-requirements.txt"
+    requirements.write_text("\n".join(found.requirements) + "\n", encoding="utf-8")
+    constraints = folder / "pytpu-constraints.txt"
+    pins = [f"{name}=={version}" for name, version in chosen.pins.items() if version]
+    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    report = folder / "pytpu-pip-report.json"
+    command = [
+        sys.executable, "-m", "pip", "--python", str(python), "install",
+        "--disable-pip-version-check", "--no-input", "--report", str(report),
+        "-r", str(requirements), "-c", str(constraints),
+    ]  # fmt: skip
+    done = processes.run(command, root, processes.safe_environment(), INSTALL_TIMEOUT)
+    if done.returncode != 0 or done.timed_out:
+        raise EnvironmentSetupError(_pip_failure(done, found))
+    try:
+        items = json.loads(report.read_text(encoding="utf-8"))["install"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [[item["metadata"]["name"], item["metadata"]["version"]] for item in items]
+
+
+def _pip_failure(done: processes.Finished, found: Declared) -> str:
+    """Which requirement pip could not install, where the repository declares it, and why."""
+    output = f"{done.stdout}\n{done.stderr}"
+    if done.timed_out:
+        return (
+            f"installing the program's requirements ({', '.join(found.files)}) took longer than"
+            f" {INSTALL_TIMEOUT:.0f} s; check the package index pip uses, then run again"
+        )
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")] or lines[-3:]
+    for pattern in _PIP_FAILURE:
+        match = next((m for line in lines if (m := pattern.search(line))), None)
+        if match and match.groups():
+            try:
+                name = canonicalize_name(Requirement(match[1]).name)
+            except InvalidRequirement:
+                name = canonicalize_name(re.split(r"[<>=!~\[ ]", match[1])[0])
+            where = found.origins.get(name)
+            declared_at = f" (declared at {where})" if where else ""
+            return (
+                f"the program's environment: pip could not install {match[1]}{declared_at}:"
+                f" {errors[-1]}. Fix or remove that requirement (a release that exists for"
+                f" Python {sys.version_info.major}.{sys.version_info.minor}, or one that works"
+                " with the target's torch), then run again"
+            )
+    return (
+        "the program's environment: pip could not install the requirements of"
+        f" {', '.join(found.files) or 'the setup'}: {' / '.join(errors[-3:])}; fix them, then run"
+        " again"
+    )

@@ -1,0 +1,285 @@
+"""The program's environment (pytpu.engine.environment): what a repository declares, read with
+file and line; the target's torch family as constraints, a changed pin named with its reason; the
+environment built over PyTPU's, cached, and used by the program's runs; a requirement that cannot
+be installed named before any test; and `pytpu migrate` on a program that needs a package PyTPU's
+environment does not have.
+
+pip runs offline here: PIP_NO_INDEX, and PIP_FIND_LINKS naming a folder of wheels the tests write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import git
+import pytest
+
+from pytpu.engine import config, environment, processes
+
+FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
+PERSON = git.Actor("A Person", "person@example.invalid")
+
+
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A pure-Python wheel of one module `name` whose VALUE is its version."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {
+        f"{name}/__init__.py": f"VALUE = {version!r}\n",
+        f"{info}/METADATA": metadata,
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{n},,\n" for n in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+@pytest.fixture
+def offline_index(tmp_path, monkeypatch):
+    """pip installs from a folder of wheels only."""
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "pytpu_tinydep", "1.2")
+    _wheel(wheels, "pytpu_needsdep", "0.3", requires=("pytpu_absent_dist>=1",))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PYTPU_CACHE_DIR", str(tmp_path / "cache"))
+    return wheels
+
+
+def _declared(root: Path, **settings) -> environment.Declared:
+    return environment.declared(root, config.Config(**settings))
+
+
+# --- what the repository declares ----------------------------------------------------------
+
+
+def test_requirement_lines_are_read_with_includes_markers_and_continuations(tmp_path):
+    (tmp_path / "reqs").mkdir()
+    (tmp_path / "requirements.txt").write_text(
+        "# what the training needs\n"
+        "einops>=0.6  # tensors\n"
+        "tqdm \\\n"
+        "  >=4\n"
+        "-r reqs/extra.txt\n"
+        'legacy-only; python_version < "3.0"\n'
+    )
+    (tmp_path / "reqs" / "extra.txt").write_text("pyyaml\neinops>=0.6\n")
+    found = _declared(tmp_path)
+    assert found.files == ("requirements.txt", "reqs/extra.txt")
+    assert found.requirements == ("einops>=0.6", "tqdm>=4", "pyyaml")
+    assert found.origins == {
+        "einops": "requirements.txt:2",
+        "tqdm": "requirements.txt:3",
+        "pyyaml": "reqs/extra.txt:1",
+    }
+    assert found.problems == () and found.changes == ()
+
+
+def test_a_line_that_cannot_be_used_is_named_with_file_and_line_and_the_rest_is_kept(tmp_path):
+    (tmp_path / "requirements.txt").write_text(
+        "einops\nnot a requirement!!\n-e .\n--index-url https://example.invalid/simple\n"
+        "-r missing.txt\ntqdm\n"
+    )
+    found = _declared(tmp_path)
+    assert found.requirements == ("einops", "tqdm")
+    where = [problem.split(": ")[0] for problem in found.problems]
+    assert where == [
+        "requirements.txt:2",
+        "requirements.txt:3",
+        "requirements.txt:4",
+        "requirements.txt:5",
+    ]
+    assert "fix or remove the line" in found.problems[0]
+    assert "installs the repository itself" in found.problems[1]
+    assert "`setup`" in found.problems[2]
+    assert "missing.txt" in found.problems[3]
+
+
+def test_the_torch_family_follows_the_target_and_a_changed_pin_says_why(tmp_path):
+    (tmp_path / "requirements.txt").write_text(
+        "torch<2.6\ntorch-xla>=2.5\ntorchvision==0.20.1\ntorchaudio\ntorchtext==0.18.0\n"
+    )
+    found = _declared(tmp_path)
+    chosen = environment.target()
+    companions = chosen.companions
+    # torch and the backend come from the base layer; the companions at torch's releases
+    assert found.requirements == (
+        f"torchvision=={companions['torchvision']}",
+        f"torchaudio=={companions['torchaudio']}",
+    )
+    changed = {change.declared: change for change in found.changes}
+    assert set(changed) == {"torch<2.6", "torchvision==0.20.1", "torchtext==0.18.0"}
+    assert changed["torch<2.6"].used == f"torch=={chosen.torch}"
+    assert changed["torch<2.6"].where == "requirements.txt:1"
+    assert chosen.backend in changed["torch<2.6"].why
+    assert changed["torchvision==0.20.1"].used == f"torchvision=={companions['torchvision']}"
+    assert changed["torchtext==0.18.0"].used == "left out"
+    assert "no release built for torch" in changed["torchtext==0.18.0"].why
+
+
+def test_pyproject_dependencies_and_a_programs_own_requirements_are_read(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0"\ndependencies = ["einops", "torch>=2.0"]\n'
+    )
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "train.py").write_text("print(1)\n")
+    (tmp_path / "examples" / "requirements.txt").write_text("tqdm\n")
+    run = (config.Program("python examples/train.py --steps 2"),)
+    found = _declared(tmp_path, run=run)
+    assert found.files == ("examples/requirements.txt", "pyproject.toml")
+    assert found.requirements == ("tqdm", "einops")
+    assert found.changes == ()  # torch>=2.0 admits the target's torch
+    assert found.origins["einops"] == "pyproject.toml [project] dependencies"
+
+
+def test_the_settings_can_name_the_files_and_a_missing_one_is_an_error(tmp_path):
+    (tmp_path / "requirements.txt").write_text("einops\n")
+    (tmp_path / "train.txt").write_text("tqdm\n")
+    assert _declared(tmp_path, requirements=("train.txt",)).requirements == ("tqdm",)
+    with pytest.raises(environment.EnvironmentSetupError, match="nothere.txt"):
+        _declared(tmp_path, requirements=("nothere.txt",), source=".github/pytpu.yml")
+
+
+def test_the_settings_keys_are_checked(tmp_path):
+    (tmp_path / ".github").mkdir()
+    settings = tmp_path / ".github" / "pytpu.yml"
+    settings.write_text("requirements: [train.txt]\nsetup: pip install ./ops\n")
+    loaded = config.load(tmp_path)
+    assert loaded.requirements == ("train.txt",) and loaded.setup == ("pip install ./ops",)
+    settings.write_text("requirements: [../outside.txt]\n")
+    with pytest.raises(config.ConfigError, match="pytpu.yml:1: `requirements`.*outside"):
+        config.load(tmp_path)
+    settings.write_text("setup: [1, 2]\n")
+    with pytest.raises(config.ConfigError, match="`setup` must be a shell command"):
+        config.load(tmp_path)
+
+
+# --- the environment, built -----------------------------------------------------------------
+
+
+def test_nothing_declared_runs_in_pytpus_environment(tmp_path):
+    prepared = environment.prepare(tmp_path, config.Config(), cache=tmp_path / "cache")
+    assert prepared.scripts is None and prepared.python == sys.executable
+    assert prepared.as_dict()["own"] is True
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_environment_is_built_over_pytpus_cached_and_used_by_the_programs_runs(
+    tmp_path, offline_index
+):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "requirements.txt").write_text("pytpu_tinydep==1.2\ntorch<2.6\n")
+    settings = config.Config(setup=("python -c \"open('setup-ran', 'w')\"",))
+    first = environment.prepare(root, settings)
+    assert first.scripts is not None and not first.cached
+    assert ("pytpu_tinydep", "1.2") in first.installed
+    assert (root / "setup-ran").is_file()  # (the setup commands ran in the environment)
+    assert [c.used for c in first.declared.changes] == [f"torch=={first.torch}"]
+    # The environment's Python has the program's package, and torch, torch_xla and PyTPU's
+    # runtime from the base layer; PyTPU's own Python does not have the package.
+    probe = "import pytpu_tinydep, torch, torch_xla, pytpu.runtime; print(pytpu_tinydep.VALUE)"
+    shown = subprocess.run([first.python, "-c", probe], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.strip() == "1.2"
+    alone = subprocess.run([sys.executable, "-c", "import pytpu_tinydep"], capture_output=True)
+    assert alone.returncode != 0
+    # torch's commands start the environment's Python
+    torchrun = first.scripts / "torchrun"
+    assert torchrun.read_text().startswith(f"#!{first.python}\n")
+    # The second time, the same environment from the cache.
+    second = environment.prepare(root, settings)
+    assert second.cached and second.python == first.python
+    assert second.installed == first.installed
+    # The program's runs use it: its `python` first on PATH, and pytest's.
+    with environment.using(second):
+        assert processes.program_python() == second.python
+        env = processes.program_environment("cpu", processes.HARNESS_ENV, {})
+        which = processes.run("python -c 'import sys; print(sys.executable)'", root, env, 60)
+        assert which.stdout.strip() == second.python
+    assert processes.program_python() == sys.executable
+
+
+def test_a_build_cut_off_is_built_again(tmp_path, offline_index):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "requirements.txt").write_text("pytpu_tinydep\n")
+    built = environment.prepare(root, config.Config())
+    (built.scripts.parent / environment.COMPLETE).unlink()  # as if killed before the end
+    again = environment.prepare(root, config.Config())
+    assert not again.cached and again.python == built.python
+    assert ("pytpu_tinydep", "1.2") in again.installed
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("pytpu_absent_dist==3.1", "pytpu_absent_dist==3.1 (declared at requirements.txt:2)"),
+        # a dependency of a declared requirement: named, with no line of the repository's
+        ("pytpu_needsdep", "pytpu_absent_dist>=1"),
+    ],
+)
+def test_a_requirement_that_cannot_be_installed_is_named(tmp_path, offline_index, line, named):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "requirements.txt").write_text(f"pytpu_tinydep\n{line}\n")
+    with pytest.raises(environment.EnvironmentSetupError) as caught:
+        environment.prepare(root, config.Config())
+    message = str(caught.value)
+    assert f"pip could not install {named}" in message
+    assert "Fix or remove that requirement" in message
+
+
+def test_a_setup_command_that_fails_is_named(tmp_path, offline_index):
+    root = tmp_path / "repo"
+    root.mkdir()
+    settings = config.Config(setup=("echo preparing; exit 3",))
+    with pytest.raises(environment.EnvironmentSetupError, match="`echo preparing; exit 3`.*3"):
+        environment.prepare(root, settings)
+
+
+# --- the main job ---------------------------------------------------------------------------
+
+
+def test_migrate_builds_the_programs_environment_and_reports_it(tmp_path, offline_index):
+    folder = tmp_path / "tiny"
+    shutil.copytree(FIXTURE, folder)
+    train = folder / "train.py"
+    # the program needs a package that PyTPU's environment does not have
+    train.write_text("import pytpu_tinydep  # noqa: F401\n" + train.read_text())
+    (folder / "requirements.txt").write_text("pytpu_tinydep==1.2\ntorch>=2.0,<2.6\n")
+    (folder / ".gitignore").write_text("*.pt\n")
+    (folder / ".github").mkdir()
+    (folder / ".github" / "pytpu.yml").write_text(
+        "run: python train.py --cuda --steps 16\ntolerance: 2.0\n"
+    )
+    repo = git.Repo.init(folder, initial_branch="main")
+    repo.git.add("--all")
+    repo.index.commit("A CUDA program", author=PERSON, committer=PERSON)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTPU_DEVICE", "PYTPU_HARNESS")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytpu.engine.cli", "migrate", str(folder)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads((folder / ".pytpu" / "report.json").read_text())
+    section = document["environment"]
+    assert section["own"] is False
+    assert {"name": "pytpu_tinydep", "version": "1.2"} in section["installed"]
+    assert section["declared"]["changes"][0]["declared"] == "torch<2.6,>=2.0"
+    assert document["verdict"]["status"] == "parity"
+    page = (folder / ".pytpu" / "report.md").read_text()
+    assert "## Environment" in page and "pytpu_tinydep 1.2" in page
+    assert "| `torch<2.6,>=2.0` | `torch==2.9.0` | requirements.txt:2 |" in page
