@@ -473,6 +473,9 @@ def _build(
     env = processes.safe_environment()
     env["PATH"] = os.pathsep.join([str(folder / "bin"), env.get("PATH", "")])
     env["VIRTUAL_ENV"] = str(folder)
+    # (a `pip install` of the setup keeps the target's torch family: unconstrained, pip would put
+    # the newest torch in the environment, over the base's)
+    env["PIP_CONSTRAINT"] = str(_constraints(folder, chosen))
     for command in found.setup:
         done = processes.run(command, root, env, INSTALL_TIMEOUT)
         if done.returncode != 0 or done.timed_out:
@@ -486,7 +489,9 @@ def _build(
 
 
 def _new_venv(folder: Path, root: Path) -> Path:
-    command = [sys.executable, "-m", "venv", "--without-pip", str(folder)]
+    """A virtual environment with its own pip: a `pip install` of the setup commands, or of the
+    program, installs into it (not into whatever `pip` PATH finds next)."""
+    command = [sys.executable, "-m", "venv", str(folder)]
     done = processes.run(command, root, processes.safe_environment(), 300)
     if done.returncode != 0:
         why = (done.stderr or done.stdout).strip()[-500:]
@@ -521,14 +526,20 @@ def _script_wrappers(scripts: Path, chosen: Target, base: Base) -> None:
                 path.chmod(0o755)
 
 
+def _constraints(folder: Path, chosen: Target) -> Path:
+    """The target's torch family as pip constraints, in a file of the environment."""
+    constraints = folder / "pytpu-constraints.txt"
+    pins = [f"{name}=={version}" for name, version in chosen.pins.items() if version]
+    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    return constraints
+
+
 def _pip_install(
     python: Path, root: Path, folder: Path, found: Declared, chosen: Target
 ) -> list[list[str]]:
     requirements = folder / "pytpu-requirements.txt"
     requirements.write_text("\n".join(found.requirements) + "\n", encoding="utf-8")
-    constraints = folder / "pytpu-constraints.txt"
-    pins = [f"{name}=={version}" for name, version in chosen.pins.items() if version]
-    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    constraints = _constraints(folder, chosen)
     report = folder / "pytpu-pip-report.json"
     command = [
         sys.executable, "-m", "pip", "--python", str(python), "install",

@@ -182,11 +182,21 @@ def test_an_environment_is_built_over_pytpus_cached_and_used_by_the_programs_run
     root = tmp_path / "repo"
     root.mkdir()
     (root / "requirements.txt").write_text("pytpu_tinydep==1.2\ntorch<2.6\n")
-    settings = config.Config(setup=("python -c \"open('setup-ran', 'w')\"",))
+    # (a setup's pip installs into the environment, within the target's torch family)
+    settings = config.Config(
+        setup=(
+            "python -c \"open('setup-ran', 'w')\"",
+            "pip --version > pip-said",
+            "pip install torch==2.1 >> pip-said 2>&1 || true",
+        )
+    )
     first = environment.prepare(root, settings)
     assert first.scripts is not None and not first.cached
     assert ("pytpu_tinydep", "1.2") in first.installed
     assert (root / "setup-ran").is_file()  # (the setup commands ran in the environment)
+    said = (root / "pip-said").read_text()
+    assert str(first.scripts.parent) in said.splitlines()[0], said
+    assert "torch==2.1" in said and "conflict" in said.lower(), said
     assert [c.used for c in first.declared.changes] == [f"torch=={first.torch}"]
     # The environment's Python has the program's package, and torch, torch_xla and PyTPU's
     # runtime from the base layer; PyTPU's own Python does not have the package.
