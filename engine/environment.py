@@ -2,10 +2,11 @@
 
 A migration runs the user's commands and tests in a virtual environment built for the repository:
 its declared requirements (`requirements.txt` at the root and beside each program's script, the
-`dependencies` of its `pyproject.toml`, or the files the configuration's `requirements` lists),
-then the configuration's `setup` commands. The environment is layered over a base that holds the
-target's torch and backend (kb/targets.yaml): PyTPU's own environment when it has that pair. A
-`.pth` file adds the base's site folder after the environment's own, so a version the program
+`dependencies` of its `pyproject.toml`, where neither is a conda `environment.yml`, or the files
+the configuration's `requirements` lists), then the configuration's `setup` commands. The
+environment is layered over a base that holds the target's torch and backend (kb/targets.yaml):
+PyTPU's own environment when it has that pair, else an environment of the pair built once. A
+`.pth` file adds the base's site folders after the environment's own, so a version the program
 asks for wins over the base's, and pip sees torch as installed and keeps it. The target's torch,
 backend and torch's companions (torchvision, torchaudio) are constraints: a repository pin that
 excludes them is replaced, and the report names it with the reason.
@@ -13,7 +14,7 @@ excludes them is replaced, and the report names it with the reason.
 Built once per set of requirements: cached by their hash under PyTPU's cache folder
 (`PYTPU_CACHE_DIR`, default `~/.cache/pytpu`), under a lock (concurrent migrations wait for one
 build), marked complete only at the end (a build cut off is built again). A repository that
-declares nothing runs in PyTPU's environment, as before.
+declares nothing runs in PyTPU's environment when that has the pair.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ from pytpu.engine.config import Config
 
 REQUIREMENTS = "requirements.txt"
 PYPROJECT = "pyproject.toml"
+CONDA_FILES = ("environment.yml", "environment.yaml")
+# conda packages that are not Python requirements here (the interpreter, CUDA's libraries, the
+# toolchain), and the conda names whose PyPI distribution is named otherwise
+CONDA_SKIPPED = re.compile(
+    r"python|pip|setuptools|wheel|mkl.*|blas|libblas|openblas|nccl|cudnn|cudatoolkit.*|cuda.*"
+    r"|pytorch-cuda|pytorch-mutex|cpuonly|magma.*|lib[a-z0-9_+-]*|_.*|ca-certificates|openssl"
+    r"|gcc.*|gxx.*|cxx-compiler|compilers|make|cmake|ninja|git|zlib|xz|tk|readline|ncurses|sqlite"
+)
+CONDA_NAMES = {
+    "pytorch": "torch",
+    "pytorch-lightning": "pytorch-lightning",
+    "py-opencv": "opencv-python",
+    "opencv": "opencv-python",
+    "pyyaml": "pyyaml",
+    "tensorflow-gpu": "tensorflow",
+    "scikit-learn": "scikit-learn",
+    "matplotlib-base": "matplotlib",
+}
 COMPLETE = ".pytpu-environment.json"  # written last: the environment is whole
 INSTALL_TIMEOUT = 1800.0  # seconds for pip (a large requirement set on a cold cache)
 _PIP_FAILURE = (
@@ -122,10 +141,13 @@ class Declared:
     changes: tuple[PinChange, ...] = ()
     problems: tuple[str, ...] = ()  # lines left out: `file:line: what; what to do`
     setup: tuple[str, ...] = ()
+    # conda's own packages (environment.yml): most have a release of the same name on PyPI, some
+    # none; each is installed if pip can, else named and left out
+    optional: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.requirements or self.setup)
+        return not (self.requirements or self.setup or self.optional)
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,7 @@ class ProgramEnvironment:
     cached: bool = False  # built by an earlier run
     seconds: float = 0.0
     base: str | None = None  # the environment of the target's pair; None: PyTPU's own has it
+    left_out: tuple[str, ...] = ()  # conda packages pip could not install: `file:line: why`
 
     def as_dict(self) -> dict[str, Any]:
         declared = {
@@ -156,6 +179,7 @@ class ProgramEnvironment:
             "installed": [{"name": n, "version": v} for n, v in self.installed],
             "cached": self.cached,
             "base": self.base,
+            "left_out": list(self.left_out),
             "seconds": round(self.seconds, 1),
             "declared": declared,
         }
@@ -178,9 +202,14 @@ def declared(root: Path, settings: Config, chosen: Target | None = None) -> Decl
         for path in _default_files(root, settings):
             reader.read_file(path)
         reader.read_pyproject(root / PYPROJECT)
+        if not reader.files:  # (a conda environment file, where nothing else declares)
+            for name in CONDA_FILES:
+                if (root / name).is_file():
+                    reader.read_conda(root / name)
+                    break
     return Declared(
         tuple(reader.files), tuple(reader.requirements), reader.origins, tuple(reader.changes),
-        tuple(reader.problems), settings.setup,
+        tuple(reader.problems), settings.setup, tuple(reader.optional),
     )  # fmt: skip
 
 
@@ -207,6 +236,7 @@ class _Reader:
         self.origins: dict[str, str] = {}
         self.changes: list[PinChange] = []
         self.problems: list[str] = []
+        self.optional: list[str] = []
 
     def relative(self, path: Path) -> str:
         try:
@@ -265,7 +295,34 @@ class _Reader:
         for dependency in dependencies:
             self.add(str(dependency), f"{PYPROJECT} [project] dependencies")
 
-    def add(self, line: str, where: str) -> None:
+    def read_conda(self, path: Path) -> None:
+        """A conda environment file: its pip section as requirements; conda's own packages by
+        their PyPI names, each installed if pip can (`optional`)."""
+        import yaml
+
+        name = self.relative(path)
+        self.files.append(name)
+        try:
+            node = yaml.compose(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            self.problems.append(f"{name}: cannot be read ({exc}); its dependencies left out")
+            return
+        dependencies = next(
+            (value for key, value in getattr(node, "value", []) if key.value == "dependencies"),
+            None,
+        ) if isinstance(node, yaml.MappingNode) else None  # fmt: skip
+        for item in getattr(dependencies, "value", []):
+            where = f"{name}:{item.start_mark.line + 1}"
+            if isinstance(item, yaml.ScalarNode):
+                line = _pip_form(str(item.value))
+                if line:
+                    self.add(line, where, optional=True)
+            elif isinstance(item, yaml.MappingNode):
+                for key, value in item.value:
+                    for entry in getattr(value, "value", []) if key.value == "pip" else []:
+                        self.add(str(entry.value), f"{name}:{entry.start_mark.line + 1}")
+
+    def add(self, line: str, where: str, optional: bool = False) -> None:
         try:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
@@ -285,8 +342,9 @@ class _Reader:
             if line is None:
                 return
         self.origins.setdefault(name, where)
-        if line not in self.requirements:
-            self.requirements.append(line)
+        kept = self.optional if optional and name not in self.target.pins else self.requirements
+        if line not in self.requirements and line not in self.optional:
+            kept.append(line)
 
     def torch_family(
         self, requirement: Requirement, name: str, release: str | None, where: str
@@ -303,6 +361,24 @@ class _Reader:
             return None  # (the base layer's)
         extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
         return f"{requirement.name}{extras}=={release}"
+
+
+def _pip_form(spec: str) -> str | None:
+    """A conda package spec as a pip requirement (`numpy=1.26` is `numpy==1.26.*`), or None for
+    what is not a Python requirement here."""
+    spec = spec.split("::")[-1].strip()  # (a channel: conda-forge::numpy)
+    match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(.*)", spec)
+    if not match:
+        return None
+    name, version = match[1].lower(), match[2].strip()
+    if CONDA_SKIPPED.fullmatch(name):
+        return None
+    name = CONDA_NAMES.get(name, name)
+    if re.fullmatch(r"=[^=<>!~]+(=.*)?", version):  # `=1.26` or `=1.26=build`: that release line
+        version = f"=={version[1:].split('=')[0].rstrip('.*')}.*"
+    elif re.fullmatch(r"\d[^\s<>=!~]*", version):  # `numpy 1.26`
+        version = f"=={version}"
+    return f"{name}{version}"
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -340,15 +416,17 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
         cached = complete.is_file()
         if not cached:
             shutil.rmtree(folder, ignore_errors=True)  # (a build cut off)
-            installed = _build(folder, root, found, chosen, base)
-            complete.write_text(json.dumps({"installed": installed}), encoding="utf-8")
-        installed = json.loads(complete.read_text(encoding="utf-8"))["installed"]
+            installed, left_out = _build(folder, root, found, chosen, base)
+            built = {"installed": installed, "left_out": left_out}
+            complete.write_text(json.dumps(built), encoding="utf-8")
+        built = json.loads(complete.read_text(encoding="utf-8"))
+        installed, left_out = built["installed"], built.get("left_out", [])
     base.reach()
     scripts = folder / "bin"
     return ProgramEnvironment(
         scripts, str(scripts / "python"), chosen.torch, backend, found,
         tuple((item[0], item[1]) for item in installed), cached and base.cached,
-        time.perf_counter() - started, base.folder,
+        time.perf_counter() - started, base.folder, tuple(left_out),
     )  # fmt: skip
 
 
@@ -457,9 +535,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _build(
     folder: Path, root: Path, found: Declared, chosen: Target, base: Base
-) -> list[list[str]]:
+) -> tuple[list[list[str]], list[str]]:
     """A virtual environment at `folder` over `base`, with `found` installed; what pip
-    installed, as [name, version] pairs."""
+    installed, as [name, version] pairs, and the optional requirements it could not."""
     python = _new_venv(folder, root)
     site_folder = Path(_site_folder(python, root))
     # (site.addsitedir, not a bare path: the base's own .pth files, editable installs among
@@ -469,7 +547,22 @@ def _build(
     _script_wrappers(folder / "bin", chosen, base)
     installed: list[list[str]] = []
     if found.requirements:
-        installed = _pip_install(python, root, folder, found, chosen)
+        installed = _pip_install(python, root, folder, found, chosen, found.requirements)
+    left_out = []
+    if found.optional:
+        try:  # (all at once; one by one when one of them has no release pip can install)
+            installed += _pip_install(python, root, folder, found, chosen, found.optional)
+        except EnvironmentSetupError:
+            for line in found.optional:
+                try:
+                    installed += _pip_install(python, root, folder, found, chosen, (line,))
+                except EnvironmentSetupError as exc:
+                    name = canonicalize_name(Requirement(line).name)
+                    left_out.append(
+                        f"{found.origins.get(name, line)}: conda's `{line}` has no release pip"
+                        f" could install here ({str(exc).split(': ', 2)[-1][:200]}); left out."
+                        " If the program needs it, install it in `setup` in PyTPU's settings"
+                    )
     env = processes.safe_environment()
     env["PATH"] = os.pathsep.join([str(folder / "bin"), env.get("PATH", "")])
     env["VIRTUAL_ENV"] = str(folder)
@@ -485,7 +578,7 @@ def _build(
                 f"the setup command `{command}` (PyTPU's settings) {why} in the program's"
                 f" environment; fix it and run again:\n{tail}"
             )
-    return installed
+    return installed, left_out
 
 
 def _new_venv(folder: Path, root: Path) -> Path:
@@ -535,10 +628,15 @@ def _constraints(folder: Path, chosen: Target) -> Path:
 
 
 def _pip_install(
-    python: Path, root: Path, folder: Path, found: Declared, chosen: Target
+    python: Path,
+    root: Path,
+    folder: Path,
+    found: Declared,
+    chosen: Target,
+    lines: tuple[str, ...],
 ) -> list[list[str]]:
     requirements = folder / "pytpu-requirements.txt"
-    requirements.write_text("\n".join(found.requirements) + "\n", encoding="utf-8")
+    requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
     constraints = _constraints(folder, chosen)
     report = folder / "pytpu-pip-report.json"
     command = [

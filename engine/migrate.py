@@ -218,7 +218,7 @@ class Stages:
     @property
     def problems(self) -> list[str]:
         rewrite_errors = [f.error for f in self.migration.run.errors if f.error]
-        left_out = list(self.environment.declared.problems)
+        left_out = [*self.environment.declared.problems, *self.environment.left_out]
         return left_out + self.tests.generated.errors + rewrite_errors + self.parity.problems
 
     @property

@@ -52,6 +52,7 @@ def offline_index(tmp_path, monkeypatch):
     wheels = tmp_path / "wheels"
     _wheel(wheels, "pytpu_tinydep", "1.2")
     _wheel(wheels, "pytpu_needsdep", "0.3", requires=("pytpu_absent_dist>=1",))
+    _wheel(wheels, "pytpu_other", "0.5.2")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     monkeypatch.setenv("PYTPU_CACHE_DIR", str(tmp_path / "cache"))
@@ -142,6 +143,48 @@ def test_pyproject_dependencies_and_a_programs_own_requirements_are_read(tmp_pat
     assert found.requirements == ("tqdm", "einops")
     assert found.changes == ()  # torch>=2.0 admits the target's torch
     assert found.origins["einops"] == "pyproject.toml [project] dependencies"
+
+
+CONDA = """\
+name: research
+channels: [conda-forge, defaults]
+dependencies:
+  - python=3.11
+  - pip
+  - cudatoolkit=11.8
+  - pytorch=2.1.0
+  - conda-forge::pytpu_other=0.5
+  - pytpu-conda-only=1.0
+  - pip:
+      - pytpu_tinydep==1.2
+"""
+
+
+def test_a_conda_environment_file_is_read_where_nothing_else_declares(tmp_path):
+    (tmp_path / "environment.yml").write_text(CONDA)
+    found = _declared(tmp_path)
+    assert found.files == ("environment.yml",)
+    assert found.requirements == ("pytpu_tinydep==1.2",)  # (its pip section)
+    assert found.optional == ("pytpu_other==0.5.*", "pytpu-conda-only==1.0.*")
+    assert [(c.declared, c.where) for c in found.changes] == [
+        ("torch==2.1.0.*", "environment.yml:7")
+    ]
+    assert found.origins["pytpu-tinydep"] == "environment.yml:11"
+    (tmp_path / "requirements.txt").write_text("einops\n")
+    assert _declared(tmp_path).files == ("requirements.txt",)
+
+
+def test_a_conda_package_pip_cannot_install_is_left_out_and_named(tmp_path, offline_index):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "environment.yml").write_text(CONDA)
+    built = environment.prepare(root, config.Config())
+    names = {name for name, _ in built.installed}
+    assert {"pytpu_tinydep", "pytpu_other"} <= names
+    (left,) = built.left_out
+    assert left.startswith("environment.yml:9: conda's `pytpu-conda-only==1.0.*`"), left
+    assert "install it in `setup`" in left
+    assert environment.prepare(root, config.Config()).left_out == built.left_out  # (cached)
 
 
 def test_the_settings_can_name_the_files_and_a_missing_one_is_an_error(tmp_path):

@@ -93,8 +93,10 @@ def run_once(
         done = processes.run(command, root, env, timeout)
         if done.timed_out:
             raise RecordingFailed(
-                f"`{command}` did not finish in {timeout:.0f} s; give a shorter command with --run"
-                " (fewer epochs or steps, a dry-run flag)"
+                f"`{command}` did not finish in {timeout:.0f} s; give a shorter command (`run` in"
+                " PyTPU's settings, `--run` of `pytpu testgen`: fewer epochs or steps, a dry-run"
+                " flag), or more time (`timeout` in the settings, `--timeout`) for a program whose"
+                " length has no setting"
             )
         harness = _support().harness_records(Path(out))
         return Run(done.returncode, done.stdout, done.stderr, done.seconds, harness)
