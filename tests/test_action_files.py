@@ -485,10 +485,14 @@ def pinned(requirements: list[str]) -> dict[str, str]:
     return pins
 
 
-def test_project_pins_the_torch_pair() -> None:
+def test_project_pins_the_torch_pair_in_its_extra_not_in_its_dependencies() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    pins = pinned(project["dependencies"])
+    assert not {"torch", "torch-xla"} & set(pinned(project["dependencies"]))
+    pins = pinned(project["optional-dependencies"]["xla"])
     assert pins["torch"] == "==2.9.0" and pins["torch-xla"] == "==2.9.0"
+    # the same pair as the target's, which a PyTPU without it installs for its programs
+    target = yaml.safe_load((ROOT / "kb" / "targets.yaml").read_text())["targets"]["torch_xla"]
+    assert pinned(target["install"]) == pins
 
 
 def test_action_and_image_install_the_same_torch_pair() -> None:
