@@ -416,7 +416,14 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
         cached = complete.is_file()
         if not cached:
             shutil.rmtree(folder, ignore_errors=True)  # (a build cut off)
-            installed, left_out = _build(folder, root, found, chosen, base)
+            try:
+                left_out = _build(folder, root, found, chosen, base)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)  # (nothing half-built is kept)
+                raise
+            # (what pip and the setup commands put in the environment itself)
+            installed = _distributions(_site_folder(folder / "bin" / "python", root))
+            installed = [item for item in installed if item[0] not in ("pip", "setuptools")]
             built = {"installed": installed, "left_out": left_out}
             complete.write_text(json.dumps(built), encoding="utf-8")
         built = json.loads(complete.read_text(encoding="utf-8"))
@@ -428,6 +435,26 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
         tuple((item[0], item[1]) for item in installed), cached and base.cached,
         time.perf_counter() - started, base.folder, tuple(left_out),
     )  # fmt: skip
+
+
+_MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_]+)")
+
+
+def missing_module_hint(output: str, environment: ProgramEnvironment) -> str:
+    """What to do when a program's run says `No module named 'x'`: declare it (with the
+    target's release for a torch companion), or nothing when the output says no such thing."""
+    found = _MISSING_MODULE.search(output)
+    if not found or found[1] in ("torch", "torch_xla"):
+        return ""
+    module = found[1]
+    release = target().companions.get(canonicalize_name(module))
+    requirement = f"{module}=={release}" if release else module
+    where = ", ".join(environment.declared.files) or "a requirements.txt at the root"
+    return (
+        f" The program's environment has no `{module}`: the repository does not declare it."
+        f" Add `{requirement}` to {where} (or install it in `setup` in PyTPU's settings, for a"
+        " package whose distribution is named otherwise)"
+    )
 
 
 def cache_folder() -> Path:
@@ -514,12 +541,23 @@ def _have(have: dict[str, str | None]) -> str:
 def _key(found: Declared, chosen: Target, base: Base) -> str:
     described = {
         "python": [sys.version, os.path.realpath(sys.executable)],
-        "base": list(base.sites),
+        # (what the layers hold, not only where: PyTPU upgraded is another base)
+        "base": {site: _distributions(site) for site in base.sites},
         "target": asdict(chosen),
         "requirements": sorted(found.requirements),
+        "optional": sorted(found.optional),
         "setup": list(found.setup),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _distributions(site_folder: str) -> list[list[str]]:
+    """[name, version] of each distribution installed in `site_folder`, sorted."""
+    found = {
+        (item.metadata["Name"] or "", item.version)
+        for item in metadata.distributions(path=[site_folder])
+    }
+    return sorted([name, version] for name, version in found if name)
 
 
 @contextlib.contextmanager
@@ -533,11 +571,9 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(
-    folder: Path, root: Path, found: Declared, chosen: Target, base: Base
-) -> tuple[list[list[str]], list[str]]:
-    """A virtual environment at `folder` over `base`, with `found` installed; what pip
-    installed, as [name, version] pairs, and the optional requirements it could not."""
+def _build(folder: Path, root: Path, found: Declared, chosen: Target, base: Base) -> list[str]:
+    """A virtual environment at `folder` over `base`, with `found` installed; the optional
+    requirements pip could not install."""
     python = _new_venv(folder, root)
     site_folder = Path(_site_folder(python, root))
     # (site.addsitedir, not a bare path: the base's own .pth files, editable installs among
@@ -545,17 +581,16 @@ def _build(
     lines = [f"import site; site.addsitedir({folder_!r})" for folder_ in base.sites]
     (site_folder / "pytpu-base.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
     _script_wrappers(folder / "bin", chosen, base)
-    installed: list[list[str]] = []
     if found.requirements:
-        installed = _pip_install(python, root, folder, found, chosen, found.requirements)
+        _pip_install(python, root, folder, found, chosen, found.requirements)
     left_out = []
     if found.optional:
         try:  # (all at once; one by one when one of them has no release pip can install)
-            installed += _pip_install(python, root, folder, found, chosen, found.optional)
+            _pip_install(python, root, folder, found, chosen, found.optional)
         except EnvironmentSetupError:
             for line in found.optional:
                 try:
-                    installed += _pip_install(python, root, folder, found, chosen, (line,))
+                    _pip_install(python, root, folder, found, chosen, (line,))
                 except EnvironmentSetupError as exc:
                     name = canonicalize_name(Requirement(line).name)
                     left_out.append(
@@ -578,7 +613,7 @@ def _build(
                 f"the setup command `{command}` (PyTPU's settings) {why} in the program's"
                 f" environment; fix it and run again:\n{tail}"
             )
-    return installed, left_out
+    return left_out
 
 
 def _new_venv(folder: Path, root: Path) -> Path:
@@ -634,24 +669,18 @@ def _pip_install(
     found: Declared,
     chosen: Target,
     lines: tuple[str, ...],
-) -> list[list[str]]:
+) -> None:
     requirements = folder / "pytpu-requirements.txt"
     requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
     constraints = _constraints(folder, chosen)
-    report = folder / "pytpu-pip-report.json"
     command = [
         sys.executable, "-m", "pip", "--python", str(python), "install",
-        "--disable-pip-version-check", "--no-input", "--report", str(report),
+        "--disable-pip-version-check", "--no-input",
         "-r", str(requirements), "-c", str(constraints),
     ]  # fmt: skip
     done = processes.run(command, root, processes.safe_environment(), INSTALL_TIMEOUT)
     if done.returncode != 0 or done.timed_out:
         raise EnvironmentSetupError(_pip_failure(done, found))
-    try:
-        items = json.loads(report.read_text(encoding="utf-8"))["install"]
-    except (OSError, ValueError, KeyError):
-        return []
-    return [[item["metadata"]["name"], item["metadata"]["version"]] for item in items]
 
 
 def _pip_failure(done: processes.Finished, found: Declared) -> str:

@@ -262,7 +262,7 @@ def migrate(path: Path, on_stage: StageCallback = lambda *_: None) -> Result:
         # (before any test: a requirement that cannot be installed ends the run here)
         program = clock.run("environment", _environment, start.settings, work)
         with environment.using(program):
-            tests = clock.run("tests", _generate_tests, start.settings, work)
+            tests = clock.run("tests", _generate_tests, start.settings, work, program)
         migration = clock.run("rewrite", _rewrite, start.settings, work)
     # Both sides run from clean checkouts of the two commits: the tests judge what is pushed, not
     # what the work tree still holds (a recording left out of the commit, say).
@@ -326,7 +326,9 @@ def _environment(settings: config_module.Config, work: Path) -> environment.Prog
         raise MigrateError(f"environment: {exc}") from None
 
 
-def _generate_tests(settings: config_module.Config, work: Path) -> GeneratedTests:
+def _generate_tests(
+    settings: config_module.Config, work: Path, program: environment.ProgramEnvironment
+) -> GeneratedTests:
     try:
         generated = testgen.generate_programs(
             work,
@@ -336,7 +338,9 @@ def _generate_tests(settings: config_module.Config, work: Path) -> GeneratedTest
             tolerance=settings.tolerance,
         )
     except testgen.TestgenError as exc:
-        raise MigrateError(f"test generation: {exc}") from None
+        first, _, rest = str(exc).partition("\n")  # (the hint after the failure's summary)
+        hint = environment.missing_module_hint(first, program)
+        raise MigrateError(f"test generation: {first}{hint}\n{rest}".rstrip()) from None
     body = _tests_body(generated)
     return GeneratedTests(
         generated,

@@ -293,6 +293,9 @@ def test_a_requirement_that_cannot_be_installed_is_named(tmp_path, offline_index
     message = str(caught.value)
     assert f"pip could not install {named}" in message
     assert "Fix or remove that requirement" in message
+    # nothing half-built is kept
+    built = tmp_path / "cache" / "environments"
+    assert [path.name for path in built.iterdir() if path.is_dir()] == []
 
 
 def test_a_setup_command_that_fails_is_named(tmp_path, offline_index):
@@ -336,3 +339,16 @@ def test_migrate_builds_the_programs_environment_and_reports_it(tmp_path, offlin
     page = (folder / ".pytpu" / "report.md").read_text()
     assert "## Environment" in page and "pytpu_tinydep 1.2" in page
     assert "| `torch<2.6,>=2.0` | `torch==2.9.0` | requirements.txt:2 |" in page
+
+
+def test_a_module_the_repository_does_not_declare_is_named_with_what_to_add(tmp_path):
+    (tmp_path / "requirements.txt").write_text("einops\n")
+    prepared = environment.ProgramEnvironment(
+        None, sys.executable, "2.9.0", "torch-xla 2.9.0", _declared(tmp_path)
+    )
+    output = "`python train.py` exited with 1: ModuleNotFoundError: No module named 'torchvision'"
+    hint = environment.missing_module_hint(output, prepared)
+    release = environment.target().companions["torchvision"]
+    assert f"Add `torchvision=={release}` to requirements.txt" in hint
+    assert environment.missing_module_hint("No module named 'torch'", prepared) == ""
+    assert environment.missing_module_hint("ValueError: shapes", prepared) == ""
