@@ -79,6 +79,7 @@ class Config:
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
+    given: tuple[str, ...] = ()  # the keys the file sets (the rest are defaults)
 
     @property
     def benchmark_command(self) -> str | None:
@@ -100,6 +101,7 @@ class Config:
             "run": [asdict(program) for program in self.run],
             "requirements": None if self.requirements is None else list(self.requirements),
             "setup": list(self.setup),
+            "given": list(self.given),
         }
 
     # cached_property writes the instance __dict__ directly, so it works on a frozen dataclass.
@@ -157,7 +159,7 @@ def _build(entries: dict[str, tuple[Any, str]], source: str) -> Config:
             f"{len(values['run'])} programs; give each program its own `benchmark` "
             "(`- {name: train, command: ..., benchmark: ...}`)"
         )
-    return Config(**values, source=source)
+    return Config(**values, source=source, given=tuple(values))
 
 
 def _read_text(path: Path, name: str) -> str:

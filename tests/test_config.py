@@ -36,7 +36,7 @@ def test_defaults_without_files(tmp_path):
 
 def test_every_key_is_documented_and_checked():
     assert set(KEYS) == set(config._CHECKS)
-    assert set(KEYS) | {"source"} == set(Config().as_dict())
+    assert set(KEYS) | {"source", "given"} == set(Config().as_dict())
 
 
 @pytest.mark.parametrize("name", [".github/pytpu.yml", ".github/pytpu.yaml"])
@@ -70,6 +70,17 @@ def test_yaml_values_are_read(tmp_path, name):
         "requirements": None,
         "setup": [],
         "source": name,
+        "given": [
+            "include",
+            "exclude",
+            "run",
+            "benchmark",
+            "tolerance",
+            "baseline_device",
+            "target",
+            "tests",
+            "timeout",
+        ],
     }
     assert isinstance(loaded.tolerance, float)
 

@@ -537,3 +537,10 @@ def test_the_environment_section_names_what_was_installed_and_each_changed_pin()
     assert len(table) == 2
     own = markdown.render(load("parity")).split("## Environment", 1)[1].split("\n## ", 1)[0]
     assert "declares no requirements" in own and "torch 2.9.0, torch-xla 2.9.0" in own
+
+
+def test_the_intro_names_the_targets_versions_and_why_it_was_chosen():
+    intro = markdown.render(load("parity")).split("## ", 1)[0]
+    assert "to torch_xla 2.9 (torch-xla 2.9.0 with torch 2.9.0; PyTPU's default target," in intro
+    chosen = markdown.render(load("regressed")).split("## ", 1)[0]
+    assert "set by `target` in .github/pytpu.yml" in chosen

@@ -34,6 +34,13 @@ def tool_version() -> str:
         return "unknown"
 
 
+def target_reason(settings: Any) -> str:
+    """Why the migration goes to its target: the settings say so, or PyTPU's default."""
+    if "target" in settings.given:
+        return f"set by `target` in {settings.source}"
+    return "PyTPU's default target, which `target` in its settings changes"
+
+
 def rule_link(code: str) -> str:
     return f"{DOCS_URL}#{kbdocs.anchor(code)}"
 
@@ -182,6 +189,7 @@ def build(stages: Stages) -> dict[str, Any]:
         "branch": stages.branch.name,
         "commits": [{"sha": c.hexsha, "message": c.summary} for c in stages.branch.commits],
         "target": start.settings.target,
+        "target_reason": target_reason(start.settings),
         "devices": asdict(stages.parity.devices),
         "environment": stages.environment.as_dict(),
         "verdict": asdict(stages.verdict),
