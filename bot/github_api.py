@@ -44,13 +44,16 @@ def fit_body(body: str, run_url: str | None) -> str:
     return f"{body[:MAX_BODY]}\n\n{note}\n"
 
 
-def open_or_update_pull(repo: Repository, base: str, body: str) -> tuple[PullRequest, bool]:
-    """The one open PR from `pytpu/migrate`: its body updated, or a new one. (pr, created)."""
+def open_or_update_pull(
+    repo: Repository, base: str, body: str, title: str = PR_TITLE
+) -> tuple[PullRequest, bool]:
+    """The one open PR from `pytpu/migrate`: its body updated, or a new one titled `title` (the
+    migration commit's subject, which names the target). (pr, created)."""
     head = f"{repo.owner.login}:{gitrepo.BRANCH}"
     for pull in repo.get_pulls(state="open", head=head, base=base):
         pull.edit(body=body)
         return pull, False
-    return repo.create_pull(title=PR_TITLE, body=body, head=gitrepo.BRANCH, base=base), True
+    return repo.create_pull(title=title, body=body, head=gitrepo.BRANCH, base=base), True
 
 
 def post_status(

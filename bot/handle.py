@@ -258,7 +258,8 @@ def _migrate_and_publish(context: RunContext, repo: Repository) -> EventResult:
                 gitremote.push(clone, context.server_url, context.token, expected)
         body = github_api.fit_body(result.markdown, context.run_url)
         with followups.during(followups.PULL_REQUEST):
-            pull, created = github_api.open_or_update_pull(repo, base, body)
+            title = clone.heads[gitrepo.BRANCH].commit.summary  # "Migrate to TorchTPU (PyTPU)"
+            pull, created = github_api.open_or_update_pull(repo, base, body, title)
     published = _published(result, pull, created, pushed=tip != expected)
     # From here on the PR exists: what fails is told with its link, never instead of it.
     followups.attempt(

@@ -83,7 +83,10 @@ TargetOption = Annotated[
         "--target",
         metavar="TARGET",
         callback=_check_target,
-        help="What to migrate to: torch_xla, or torch_xla==VERSION for the rules valid there.",
+        help=(
+            "What to migrate to: torch_xla (PyTorch/XLA) or torch_tpu (TorchTPU), with"
+            " ==VERSION for the rules valid there."
+        ),
     ),
 ]
 CheckOption = Annotated[
@@ -201,7 +204,7 @@ def rewrite_command(
     json_file: JsonOption = None,
     target: TargetOption = "torch_xla",
 ) -> None:
-    """Migrate the Python files under PATH to torch_xla.
+    """Migrate the Python files under PATH to torch_xla (or --target's backend).
 
     Without --diff or --write this is a dry run that lists the files that would change. The
     summary goes to stderr; files that cannot be migrated are reported there and skipped.

@@ -7,8 +7,10 @@ what is wrong and what to do.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
+import os
 import posixpath
 import re
 import tomllib
@@ -22,6 +24,7 @@ import pathspec
 import yaml
 
 YAML_FILES = (".github/pytpu.yml", ".github/pytpu.yaml")
+TARGET_ENV = "PYTPU_TARGET"  # the target where the settings set none (the Action's `target` input)
 PYPROJECT = "pyproject.toml"
 TABLE = "[tool.pytpu]"
 BASELINE_DEVICES = ("cpu", "cuda")
@@ -80,6 +83,8 @@ class Config:
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
     given: tuple[str, ...] = ()  # the keys the file sets (the rest are defaults)
+    # where `target` came from when the file does not set it: TARGET_ENV (the Action's input)
+    target_source: str | None = None
 
     @property
     def benchmark_command(self) -> str | None:
@@ -102,6 +107,7 @@ class Config:
             "requirements": None if self.requirements is None else list(self.requirements),
             "setup": list(self.setup),
             "given": list(self.given),
+            "target_source": self.target_source,
         }
 
     # cached_property writes the instance __dict__ directly, so it works on a frozen dataclass.
@@ -115,8 +121,20 @@ class Config:
 
 
 def load(root: Path) -> Config:
-    """The configuration of the repository at `root`; defaults when it has none."""
-    root = Path(root)
+    """The configuration of the repository at `root`; defaults when it has none. Where the
+    repository's settings do not set `target`, TARGET_ENV (the Action's `target` input) does."""
+    settings = _load_file(Path(root))
+    given = os.environ.get(TARGET_ENV, "").strip()
+    if not given or "target" in settings.given:
+        return settings
+    try:
+        target = _target(given)
+    except ValueError as exc:
+        raise ConfigError(f"{TARGET_ENV}: `target` {exc}") from None
+    return dataclasses.replace(settings, target=target, target_source=TARGET_ENV)
+
+
+def _load_file(root: Path) -> Config:
     found = [name for name in YAML_FILES if (root / name).is_file()]
     table = _read_pyproject(root / PYPROJECT)
     if table is not None:

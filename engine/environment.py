@@ -42,6 +42,7 @@ from packaging.utils import canonicalize_name
 
 from pytpu.engine import processes
 from pytpu.engine.config import Config
+from pytpu.runtime import bootstrap
 
 REQUIREMENTS = "requirements.txt"
 PYPROJECT = "pyproject.toml"
@@ -89,6 +90,9 @@ class Target:
     why: str
     companions: dict[str, str | None]
     install: tuple[str, ...]  # what pip installs for an environment of the pair
+    device: str = "xla"  # what the migrated program runs on (PYTPU_DEVICE)
+    title: str = "PyTorch/XLA"  # the target's name for people
+    stand_in: dict[str, str] | None = None  # where the backend cannot run: module, environment
 
     @property
     def pins(self) -> dict[str, str | None]:
@@ -117,8 +121,23 @@ def target(name: str = "torch_xla") -> Target:
     backend = entry["backend"]
     return Target(
         name, entry["torch"], backend["distribution"], backend["version"], backend["why"],
-        dict(entry["companions"]), tuple(entry["install"]),
+        dict(entry["companions"]), tuple(entry["install"]), entry["device"], entry["title"],
+        entry.get("stand_in"),
     )  # fmt: skip
+
+
+def tpu_present() -> bool:
+    """A TPU VM exposes its chips as /dev/accel* (v2 to v4) or /dev/vfio/<n> (v5e and later)."""
+    return any(Path("/dev").glob("accel[0-9]*")) or any(Path("/dev/vfio").glob("[0-9]*"))
+
+
+def runs_on(wanted: Target) -> tuple[Target, dict[str, str] | None]:
+    """The target whose environment the migrated side runs in, and the stand-in it runs on: the
+    target itself where its backend can run (a TPU is here, or it needs none), else its
+    stand-in's (kb/targets.yaml)."""
+    if wanted.stand_in is None or tpu_present():
+        return wanted, None
+    return target(wanted.stand_in["environment"]), wanted.stand_in
 
 
 @dataclass(frozen=True)
@@ -164,6 +183,11 @@ class ProgramEnvironment:
     seconds: float = 0.0
     base: str | None = None  # the environment of the target's pair; None: PyTPU's own has it
     left_out: tuple[str, ...] = ()  # conda packages pip could not install: `file:line: why`
+    device: str = "xla"  # the migrated side's device
+    # the stand-in the migrated side runs on (its module, and why), with the folder whose
+    # entry point loads it on `import torch`; None: the target's own backend
+    stand_in: dict[str, str] | None = None
+    autoload: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
         declared = {
@@ -180,6 +204,8 @@ class ProgramEnvironment:
             "cached": self.cached,
             "base": self.base,
             "left_out": list(self.left_out),
+            "device": self.device,
+            "stand_in": self.stand_in,
             "seconds": round(self.seconds, 1),
             "declared": declared,
         }
@@ -401,14 +427,22 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
     """The environment the programs of the repository at `root` run in: built (or found in the
     cache) when the repository declares requirements or PyTPU's environment lacks the target's
     torch pair, else PyTPU's own."""
-    chosen = target()
+    from pytpu.engine.rewriter.checkout import parse_target
+
+    wanted = target(parse_target(settings.target)[0])
+    chosen, stand_in = runs_on(wanted)
     cache = cache or cache_folder()
     found = declared(root, settings, chosen)
-    backend = f"{chosen.backend} {chosen.backend_version}"
+    backend = f"{wanted.backend} {wanted.backend_version}"
+    side = {"device": wanted.device, "stand_in": stand_in, "autoload": None}
+    if stand_in is not None:
+        backend = f"{backend}'s stand-in ({stand_in['module']}, on the CPU)"
+        folder = cache / "stand-ins" / stand_in["module"]
+        side["autoload"] = bootstrap.write_autoload(folder, stand_in["module"])
     started = time.perf_counter()
     base = _base(chosen, cache, root)
     if found.empty and base.own:
-        return ProgramEnvironment(None, sys.executable, chosen.torch, backend, found)
+        return ProgramEnvironment(None, sys.executable, chosen.torch, backend, found, **side)
     key = _key(found, chosen, base)
     folder = cache / "environments" / key
     with _locked(folder.with_name(f"{key}.lock")):
@@ -433,7 +467,7 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
     return ProgramEnvironment(
         scripts, str(scripts / "python"), chosen.torch, backend, found,
         tuple((item[0], item[1]) for item in installed), cached and base.cached,
-        time.perf_counter() - started, base.folder, tuple(left_out),
+        time.perf_counter() - started, base.folder, tuple(left_out), **side,
     )  # fmt: skip
 
 
@@ -465,11 +499,20 @@ def cache_folder() -> Path:
 @contextlib.contextmanager
 def using(environment: ProgramEnvironment) -> Iterator[None]:
     """The program's commands and tests run in `environment` inside the block."""
-    token = processes.PROGRAM_SCRIPTS.set(environment.scripts)
+    tokens = (
+        processes.PROGRAM_SCRIPTS.set(environment.scripts),
+        processes.TARGET_DEVICE.set(environment.device),
+        processes.STAND_IN.set(environment.autoload),
+    )
     try:
         yield
     finally:
-        processes.PROGRAM_SCRIPTS.reset(token)
+        for variable, token in zip(
+            (processes.PROGRAM_SCRIPTS, processes.TARGET_DEVICE, processes.STAND_IN),
+            tokens,
+            strict=True,
+        ):
+            variable.reset(token)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import git
 
 from pytpu.engine import config as config_module
-from pytpu.engine import environment, gitrepo, testgen
+from pytpu.engine import environment, gitrepo, processes, testgen
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.rewriter import checkout
@@ -142,7 +142,7 @@ class ParityRun:
             section=table,
             rows=tuple(ParityRow(**row) for row in table["tests"]),
             counts=ParityCounts(**parity.verdict(table)),
-            devices=Devices(**parity.device_names(baseline_device)),
+            devices=Devices(**parity.device_names(baseline_device, after.device)),
             problems=before.problems + after.problems,
         )
 
@@ -159,12 +159,14 @@ class BenchmarkRun:
     program: str
     section: dict[str, Any]  # the report's benchmark section, as `benchmark.compare` makes it
     nothing_on_xla: bool  # the XLA side compiled no graph: its steps ran on the host
+    on_stand_in: bool = False  # the migrated side ran on a CPU stand-in for its device
 
     @property
     def speedup(self) -> float | None:
-        """The original's median step over the migrated one's; None if either failed, or if
-        nothing ran on the XLA device (the host would be timed against itself)."""
-        return None if self.nothing_on_xla else self.section["speedup"]
+        """The original's median step over the migrated one's; None if either failed, if
+        nothing ran on the XLA device, or if the migrated side ran on a CPU stand-in (the host
+        would be timed against itself)."""
+        return None if self.nothing_on_xla or self.on_stand_in else self.section["speedup"]
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ class Stages:
 
     @property
     def reproduce(self) -> list[str]:
-        return _reproduce(self.start.settings)
+        return _reproduce(self.start.settings, self.environment.device)
 
 
 @dataclass(frozen=True)
@@ -348,18 +350,23 @@ def _generate_tests(
     )
 
 
+def migration_message(target: str) -> str:
+    """The migration commit's subject: "Migrate to TorchTPU (PyTPU)" for `torch_tpu==0.2`."""
+    title = environment.target(checkout.parse_target(target)[0]).title
+    return MIGRATION_MESSAGE.replace("PyTorch/XLA", title)
+
+
 def _rewrite(settings: config_module.Config, work: Path) -> MigrationCommit:
     run = checkout.run(work, target=settings.target, write=True, select=settings.selects)
     paths = [f.path for f in run.changed]
-    return MigrationCommit(
-        run, gitrepo.commit_paths(work, paths, MIGRATION_MESSAGE, _migration_body(run))
-    )
+    message = migration_message(settings.target)
+    return MigrationCommit(run, gitrepo.commit_paths(work, paths, message, _migration_body(run)))
 
 
 def _parity(settings: config_module.Config, original: Path, migrated: Path) -> ParityRun:
     limit = settings.timeout * 2
     before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
-    after = parity.run_side(migrated, settings.tests, "xla", limit)
+    after = parity.run_side(migrated, settings.tests, processes.TARGET_DEVICE.get(), limit)
     return ParityRun.of(before, after, settings.baseline_device)
 
 
@@ -379,7 +386,7 @@ def _benchmark(
     for program in chosen:
         given = program.benchmark or (settings.benchmark if len(recorded) == 1 else None)
         section = benchmark.run(
-            ((original, settings.baseline_device), (migrated, "xla")),
+            ((original, settings.baseline_device), (migrated, processes.TARGET_DEVICE.get())),
             # (the run command as given: each side turns the accelerator on in it)
             given or program.command or program.generated.command,
             warmup=WARMUP,
@@ -389,7 +396,8 @@ def _benchmark(
             checkouts=checkouts,
         )
         nothing = report_document.nothing_on_xla(section)
-        runs.append(BenchmarkRun(program.name, section, nothing_on_xla=nothing))
+        stand_in = processes.STAND_IN.get() is not None
+        runs.append(BenchmarkRun(program.name, section, nothing, on_stand_in=stand_in))
     why = "it takes no training step (no optimizer step or backward pass was recorded)"
     not_run = [(p.name, why) for p in recorded if p not in chosen]
     if not runs:  # the report still has a benchmark section: it says why none ran
@@ -454,13 +462,15 @@ def _migration_body(run: checkout.RunResult) -> str:
     return "\n".join(lines)
 
 
-def _reproduce(settings: config_module.Config) -> list[str]:
+def _reproduce(settings: config_module.Config, device: str = "xla") -> list[str]:
     suite = shlex.quote(settings.tests)
+    # (on 'tpu' without TorchTPU, PyTPU's pytest plugin loads the CPU stand-in)
+    variables = "PYTPU_DEVICE=xla PJRT_DEVICE=CPU" if device == "xla" else f"PYTPU_DEVICE={device}"
     return [
         f"git switch --detach {gitrepo.BRANCH}~1  # the original code with the tests",
         f"python -m pytest {suite}",
         f"git switch --detach {gitrepo.BRANCH}  # the migrated code",
-        f"PYTPU_DEVICE=xla PJRT_DEVICE=CPU python -m pytest {suite}",
+        f"{variables} python -m pytest {suite}",
     ]
 
 
@@ -504,5 +514,5 @@ def verify(path: Path, base_rev: str, timeout: float | None = None) -> Verificat
             # The suite is newer than the base: the same files judge both sides.
             shutil.copytree(root / settings.tests, original / settings.tests)
         before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
-        after = parity.run_side(root, settings.tests, "xla", limit)
+        after = parity.run_side(root, settings.tests, processes.TARGET_DEVICE.get(), limit)
     return Verification(base.hexsha, ParityRun.of(before, after, settings.baseline_device))

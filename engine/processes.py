@@ -42,6 +42,13 @@ TIMER_ENV = bootstrap.TIMER_ENV  # the settings of the benchmark's step timer
 PROGRAM_SCRIPTS: ContextVar[Path | None] = ContextVar("PROGRAM_SCRIPTS", default=None)
 
 
+# The device the migrated side runs on (kb/targets.yaml: 'xla', 'tpu'), and the folder whose entry
+# point loads the CPU stand-in for it on `import torch` (None: the target's own backend).
+TARGET_DEVICE: ContextVar[str] = ContextVar("TARGET_DEVICE", default="xla")
+STAND_IN: ContextVar[Path | None] = ContextVar("STAND_IN", default=None)
+ACCELERATORS = ("xla", "tpu")  # the devices a migrated side runs on
+
+
 def program_python() -> str:
     """The Python that runs the program's code and its tests."""
     scripts = PROGRAM_SCRIPTS.get()
@@ -108,6 +115,11 @@ def ran_without_pytpu(command: str, what: str, output: str) -> str:
 def _on_device(env: dict[str, str], device: str, quick_compile: bool = False) -> dict[str, str]:
     env["PYTPU_DEVICE"] = device
     env.pop(BASELINE_ENV, None)
+    stand_in = STAND_IN.get()
+    env.pop(bootstrap.STAND_IN_ENV, None)
+    if device == "tpu" and stand_in is not None:  # torch's backend autoload finds it there
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(stand_in)]))
+        env[bootstrap.STAND_IN_ENV] = str(stand_in)
     if device == "xla":
         env.setdefault("PJRT_DEVICE", "CPU")  # no TPU here: XLA on the CPU, named so in reports
         if quick_compile and env["PJRT_DEVICE"].upper() == "CPU" and "XLA_FLAGS" not in env:

@@ -432,7 +432,8 @@ def test_action_metadata() -> None:
     assert set(action["branding"]) == {"icon", "color"}
     assert action["runs"]["using"] == "composite"
     inputs = action["inputs"]
-    assert set(inputs) == {"token", "python", "pjrt-device"}
+    assert set(inputs) == {"token", "python", "pjrt-device", "target"}
+    assert inputs["target"]["default"] == ""
     assert inputs["token"]["default"] == "${{ github.token }}"
     assert inputs["python"]["default"] == "python3.11"
     assert inputs["pjrt-device"]["default"] == ""

@@ -36,7 +36,7 @@ def test_defaults_without_files(tmp_path):
 
 def test_every_key_is_documented_and_checked():
     assert set(KEYS) == set(config._CHECKS)
-    assert set(KEYS) | {"source", "given"} == set(Config().as_dict())
+    assert set(KEYS) | {"source", "given", "target_source"} == set(Config().as_dict())
 
 
 @pytest.mark.parametrize("name", [".github/pytpu.yml", ".github/pytpu.yaml"])
@@ -81,6 +81,7 @@ def test_yaml_values_are_read(tmp_path, name):
             "tests",
             "timeout",
         ],
+        "target_source": None,
     }
     assert isinstance(loaded.tolerance, float)
 
@@ -275,3 +276,16 @@ def test_bad_program_lists_say_what_to_do(tmp_path, text, expected):
 def test_the_command_line_form_of_a_program():
     assert program_option("train: python train.py") == Program("python train.py", "train")
     assert program_option("PYTHONPATH=. python t.py") == Program("PYTHONPATH=. python t.py")
+
+
+def test_the_actions_target_input_applies_where_the_settings_set_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTPU_TARGET", "torch_tpu")
+    loaded = load(tmp_path)
+    assert (loaded.target, loaded.target_source) == ("torch_tpu", "PYTPU_TARGET")
+    write(tmp_path, ".github/pytpu.yml", "target: torch_xla\n")
+    loaded = load(tmp_path)
+    assert (loaded.target, loaded.target_source) == ("torch_xla", None)
+    monkeypatch.setenv("PYTPU_TARGET", "torch_gpu")
+    (tmp_path / ".github" / "pytpu.yml").unlink()
+    with pytest.raises(ConfigError, match="PYTPU_TARGET: `target` is not a valid target"):
+        load(tmp_path)

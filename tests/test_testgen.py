@@ -127,7 +127,7 @@ def test_the_runtime_plugin_names_the_device_and_refuses_an_unknown_one(generate
     assert "pytpu: code under test runs on cpu (PYTPU_DEVICE)" in collect("cpu").stdout
     refused = collect("gpu")
     assert refused.returncode == 4
-    assert "PYTPU_DEVICE='gpu': use cpu or xla" in refused.stderr
+    assert "PYTPU_DEVICE='gpu': use one of cpu, xla, tpu" in refused.stderr
 
 
 def test_a_suite_without_the_runtime_says_what_to_install(generated, tmp_path):

@@ -38,6 +38,8 @@ def target_reason(settings: Any) -> str:
     """Why the migration goes to its target: the settings say so, or PyTPU's default."""
     if "target" in settings.given:
         return f"set by `target` in {settings.source}"
+    if settings.target_source:
+        return f"set by {settings.target_source} (the Action's `target` input)"
     return "PyTPU's default target, which `target` in its settings changes"
 
 
@@ -129,6 +131,7 @@ def benchmark(run: BenchmarkRun) -> dict[str, Any]:
         "program": run.program,
         "speedup": run.speedup,
         "nothing_on_xla": run.nothing_on_xla,
+        "on_stand_in": run.on_stand_in,
     }
 
 

@@ -55,6 +55,36 @@ def cuda_device_kind(node: cst.CSTNode) -> str | None:
     return None
 
 
+def renamed_device(node: cst.CSTNode, kind: str) -> cst.CSTNode | None:
+    """`node` naming the same device index on `kind` (`'cuda:1'` -> `'tpu:1'`, `f'cuda:{rank}'`
+    -> `f'tpu:{rank}'`), or None when its text has no leading 'cuda' to rename."""
+
+    def renamed(text_node: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(text_node, cst.SimpleString) and "cuda" in text_node.value:
+            prefix = text_node.prefix + text_node.quote
+            body = text_node.value[len(prefix) :]
+            if body.startswith("cuda"):
+                return text_node.with_changes(value=prefix + kind + body[len("cuda") :])
+        return None
+
+    if isinstance(node, cst.SimpleString):
+        return renamed(node)
+    if isinstance(node, cst.FormattedString) and node.parts:
+        first = node.parts[0]
+        if isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda"):
+            text = first.with_changes(value=kind + first.value[len("cuda") :])
+            return node.with_changes(parts=[text, *node.parts[1:]])
+        return None
+    if isinstance(node, cst.BinaryOperation):
+        left = renamed(node.left)
+        return node.with_changes(left=left) if left is not None else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        template = renamed(node.func.value)
+        if template is not None:
+            return node.with_changes(func=node.func.with_changes(value=template))
+    return None
+
+
 def quote_like(node: cst.CSTNode, value: str) -> cst.SimpleString:
     """A string literal holding `value`, quoted the way `node` was."""
     quote = "'"

@@ -43,7 +43,8 @@ DEFAULT_TARGET = "torch_xla"
 TABLES = ("device_api", "targets")
 # The keys of a device_api entry that name a rule, by what the rule does to the name.
 DEVICE_API_RULE_KEYS = ("rewrite", "note", "flag")
-TARGET_VERSIONS = {"torch_xla": Version("2.9")}
+# The version each target migrates to, by default (kb/targets.yaml holds what each one needs).
+TARGET_VERSIONS = {"torch_xla": Version("2.9"), "torch_tpu": Version("0.2.0")}
 # Minutes of review a finding costs a person, by the effort its diagnostic states.
 EFFORT_MINUTES = {"none": 0, "low": 5, "medium": 30, "high": 120}
 
@@ -108,7 +109,7 @@ class Rule:
     family: str
     title: str
     applicability: str
-    versions: SpecifierSet
+    versions: dict[str, SpecifierSet]  # by target: the target's releases the rule is right for
     diagnostic: Diagnostic
     examples: list[Example]
     unchanged: list[str]
@@ -118,7 +119,12 @@ class Rule:
     cases: list[RuleCase] = field(default_factory=list)
 
     def valid_for(self, target: str, version: Version) -> bool:
-        return target == DEFAULT_TARGET and version in self.versions
+        return target in self.versions and version in self.versions[target]
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The targets the rule is written for; its examples are checked against the first."""
+        return tuple(self.versions)
 
 
 @dataclass
@@ -352,12 +358,14 @@ def _check_wildcards(rule: Rule, case: RuleCase) -> None:
 
 
 def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
-    try:
-        versions = SpecifierSet(raw["versions"]["torch_xla"])
-    except InvalidSpecifier:
-        raise KBError(
-            path, raw["id"], f"versions: not a version range: {raw['versions']['torch_xla']!r}"
-        ) from None
+    versions = {}
+    for target, text in raw["versions"].items():
+        try:
+            versions[target] = SpecifierSet(text)
+        except InvalidSpecifier:
+            raise KBError(
+                path, raw["id"], f"versions: {target}: not a version range: {text!r}"
+            ) from None
     rule = Rule(
         id=raw["id"],
         family=family,

@@ -177,6 +177,11 @@ def _matches_lines(rule: Rule) -> list[str]:
     return lines
 
 
+def target_versions(rule: Rule) -> str:
+    """`torch_xla >=2.3, torch_tpu >=0.2`: the targets a rule is written for, and releases."""
+    return ", ".join(f"{target} `{text}`" for target, text in rule.raw["versions"].items())
+
+
 def rule_markdown(rule: Rule, level: int = 3, with_anchor: bool = True) -> str:
     """One rule's section: `level` is its heading level (1 for a page of its own)."""
     diag = rule.diagnostic
@@ -191,7 +196,7 @@ def rule_markdown(rule: Rule, level: int = 3, with_anchor: bool = True) -> str:
         f"- **Code:** `{diag.code}`",
         f"- **Family:** {rule.family}",
         f"- **Applicability:** {rule.applicability}: {APPLICABILITY_MEANING[rule.applicability]}",
-        f"- **torch_xla versions:** `{rule.raw['versions']['torch_xla']}`",
+        f"- **Targets:** {target_versions(rule)}",
         f"- **Effort:** {diag.effort} ({minutes} min per site that needs review)",
         f"- **Message:** {diag.message}",
     ]
@@ -293,7 +298,7 @@ def render(knowledge: KnowledgeBase | None = None) -> str:
         ),
         "## Index",
         "",
-        "| Code | ID | Family | Applicability | torch_xla | Title |",
+        "| Code | ID | Family | Applicability | Targets | Title |",
         "|---|---|---|---|---|---|",
     ]
     for _family, rules in ordered:
@@ -301,7 +306,7 @@ def render(knowledge: KnowledgeBase | None = None) -> str:
             code = rule.diagnostic.code
             lines.append(
                 f"| [{code}](#{anchor(code)}) | `{rule.id}` | {rule.family} | {rule.applicability} "
-                f"| `{_cell(rule.raw['versions']['torch_xla'])}` | {_cell(rule.title)} |"
+                f"| {_cell(target_versions(rule))} | {_cell(rule.title)} |"
             )
     lines.append("")
     for name, rules in ordered:

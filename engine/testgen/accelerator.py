@@ -39,11 +39,11 @@ HIDING = {"CUDA_VISIBLE_DEVICES": ("", "-1")}
 TRUE_WORDS = ("1", "true", "yes", "y", "on", "t")
 FALSE_WORDS = ("0", "false", "no", "n", "off", "f")
 # The accelerator's name on each side: before the migration PyTPU's runtime maps 'cuda' to the CPU.
-ACCELERATOR_ON = {"cpu": "cuda", "xla": "xla"}
+ACCELERATOR_ON = {"cpu": "cuda", "xla": "xla", "tpu": "tpu"}
 
 
 def on_device(root: Path, command: str, device: str) -> SideCommand:
-    """The command the side on `device` ('cpu', 'xla') runs: `command` with each change that
+    """The command the side on `device` ('cpu', 'xla', 'tpu') runs: `command` with each change that
     turns the accelerator on, read from the program's parser (`discover.program_options`)."""
     changes = [
         Change(DROP, word.value.split("=")[0], was=word.value.partition("=")[2], variable=True)

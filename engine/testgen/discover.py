@@ -19,6 +19,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
+from pytpu.engine import processes
 from pytpu.engine.rewriter import sources
 from pytpu.engine.rewriter.notebooks import NotebookError
 from pytpu.engine.testgen import notebook_code
@@ -572,7 +573,9 @@ def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | 
             return None
         entry = candidates[0].relative_to(root).as_posix()
         command = short_command(root, candidates[0])
-    sides = [accelerator.on_device(root, command, device) for device in ("cpu", "xla")]
+    # (the migrated side's device: the target's, kb/targets.yaml)
+    target = processes.TARGET_DEVICE.get()
+    sides = [accelerator.on_device(root, command, device) for device in ("cpu", target)]
     return RunCommand(command, entry, *sides, guessed=guessed)
 
 

@@ -31,7 +31,7 @@ from pytpu.engine import processes
 from pytpu.engine.testgen import accelerator, discover, workspace
 from pytpu.runtime import bootstrap
 
-DEVICES = ("cpu", "cuda", "xla")
+DEVICES = ("cpu", "cuda", *processes.ACCELERATORS)
 MIN_TIMED = 2  # a median and a spread need at least two steps
 LENGTHENINGS = 2  # longer commands tried after one that ran too few steps
 LIMIT_SHARE = 0.8  # of the time limit, the most a longer command is planned to take
@@ -49,8 +49,9 @@ LOOKED_FOR = (
 
 METHOD = (
     "Each side runs the benchmark command with a timer inside it; a training step ends at each "
-    "optimizer step (or backward pass, when parameters are updated by hand), where the XLA side "
-    "first waits for the device with torch_xla.sync(wait=True). After the first step and the "
+    "optimizer step (or backward pass, when parameters are updated by hand), where the migrated "
+    "side first waits for its device (torch_xla.sync(wait=True) on XLA, torch.tpu.synchronize() "
+    "on TorchTPU). After the first step and the "
     "warm-up steps, the timed steps give the median step time and its spread; XLA's compile time, "
     "compilations after warm-up, device-to-host transfers and CPU fallbacks are reported apart."
 )
@@ -70,8 +71,9 @@ def measure(
                     "device": device}  # fmt: skip
         # With a GPU present torch would report it; the baseline runs on the CPU all the same.
         env = processes.program_environment(
-            "xla" if device == "xla" else "cpu", processes.TIMER_ENV, settings, device == "cpu"
-        )
+            device if device in processes.ACCELERATORS else "cpu",
+            processes.TIMER_ENV, settings, device == "cpu",
+        )  # fmt: skip
         done = processes.run(command, root, env, timeout)
         record = _first_process(Path(out))
     result = _summary(record, device)
@@ -112,7 +114,8 @@ def run(
     while True:
         results: list[dict[str, Any]] = []
         plan: Longer | str | None = None
-        on_device = {d: accelerator.on_device(sides[0][0], command, d) for d in ("cpu", "xla")}
+        target = sides[1][1]
+        on_device = {d: accelerator.on_device(sides[0][0], command, d) for d in ("cpu", target)}
         for root, device in sides:
             workspace.remove_created(root, checkouts[root])
             results.append(measure(root, on_device[device].command, device, warmup, steps, timeout))
@@ -123,7 +126,7 @@ def run(
                 results[-1]["error"] = _too_few(results[-1]["steps_ran"], warmup, plan)
         if not isinstance(plan, Longer):
             section = compare(command, *results, warmup, steps, lengthened=tried.summary())
-            return {**section, "on_xla": accelerator.section(on_device["cpu"], on_device["xla"])}
+            return {**section, "on_xla": accelerator.section(on_device["cpu"], on_device[target])}
         command = plan.command
 
 
@@ -316,7 +319,9 @@ def _summary(record: dict[str, Any] | None, device: str) -> dict[str, Any]:
         spread = {"p25": _ms(p25), "p75": _ms(p75), "min": _ms(min(timed)), "max": _ms(max(timed))}
     result = {
         "device": device,
-        "device_name": record.get("device_name") if device == "xla" else _host_name(device),
+        "device_name": (
+            record.get("device_name") if device in processes.ACCELERATORS else _host_name(device)
+        ),
         "steps_ran": record["steps_ran"],
         "steps_timed": len(timed),
         "median_ms": median,

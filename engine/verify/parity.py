@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytpu.engine import pytest_runs
+from pytpu.engine import processes, pytest_runs
 from pytpu.engine.pytest_runs import ERROR, FAILED, PASSED, SKIPPED
 from pytpu.engine.rewriter import sources
 
@@ -147,19 +147,31 @@ def _counts(side: SideRun) -> dict[str, int]:
     return counts
 
 
-def device_names(baseline_device: str = "cpu") -> dict[str, str]:
-    """How the report names the two devices: here, XLA runs on the CPU, and it says so."""
+def device_names(baseline_device: str = "cpu", target_device: str = "xla") -> dict[str, str]:
+    """How the report names the two devices: here, XLA runs on the CPU, and it says so; the
+    TorchTPU side names its stand-in when it ran on one."""
     import torch
 
+    torch_version = torch.__version__.split("+")[0]
+    baseline = f"{baseline_device.upper()} (torch {torch_version})"
+    if target_device == "tpu":
+        if processes.STAND_IN.get() is not None:
+            where = f"TorchTPU's CPU stand-in (pytpu.runtime.tpu_standin, torch {torch_version})"
+        else:
+            where = f"TorchTPU (torch-tpu {_version('torch-tpu')})"
+        return {"baseline": baseline, "target": where}
     target = os.environ.get("PJRT_DEVICE", "CPU")
     where = "on the CPU" if target.upper() == "CPU" else f"on {target}"
+    return {
+        "baseline": baseline,
+        "target": f"XLA {where} (torch_xla {_version('torch-xla')}, PJRT_DEVICE={target})",
+    }
+
+
+def _version(distribution: str) -> str:
     try:
         from importlib.metadata import version
 
-        xla_version = version("torch-xla")
+        return version(distribution)
     except Exception:  # noqa: BLE001 - the name only decorates the report
-        xla_version = "?"
-    return {
-        "baseline": f"{baseline_device.upper()} (torch {torch.__version__.split('+')[0]})",
-        "target": f"XLA {where} (torch_xla {xla_version}, PJRT_DEVICE={target})",
-    }
+        return "?"

@@ -47,12 +47,21 @@ def _rewrite_string(edit):
 
 
 def rewrite_device_string(edit):
-    edit.imports.require("torch_xla")  # the 'xla' device exists once torch_xla is imported
+    kind = patterns.literal_value(edit.case.template)
+    if kind == "xla":
+        edit.imports.require("torch_xla")  # the 'xla' device exists once torch_xla is imported
+    if edit.case.options.get("keep_index"):  # 'cuda:1' -> 'tpu:1': the same device's index
+        renamed = devices.renamed_device(edit.updated, kind)
+        if renamed is not None:
+            return renamed
     return _rewrite_string(edit)
 
 
 def _dynamic_is_noted(case, node: cst.CSTNode) -> str | None:
-    """`f'cuda:{rank}'` becomes the one XLA device of the process: a note says so."""
+    """`f'cuda:{rank}'` becomes the one XLA device of the process: a note says so (not when the
+    replacement keeps the index)."""
+    if case.options.get("keep_index"):
+        return None
     return NOTED if devices.cuda_device_kind(node) == "dynamic" else None
 
 
@@ -65,7 +74,13 @@ MATCH_KINDS.register(
         name="device_string",
         doc="a string naming a CUDA device (`'cuda'`, `'cuda:0'`, `f'cuda:{rank}'`) in a device "
         "position (see `device_positions`), or a variable that holds one",
-        properties=_cuda_property("device_string"),
+        properties={
+            **_cuda_property("device_string"),
+            "keep_index": {
+                "type": "boolean",
+                "description": "the replacement keeps the device's index ('cuda:1' -> 'tpu:1')",
+            },
+        },
         describe=lambda match: (
             f"A string naming the `{match['device_string']}` device (`'cuda'`, `'cuda:0'`, "
             "...) in a device position (see `device_positions` in the family's introduction)."

@@ -30,8 +30,11 @@ from typing import Any
 HARNESS_ENV = "PYTPU_HARNESS"  # JSON settings of the harness inside the user's program
 TIMER_ENV = "PYTPU_BENCHMARK"  # JSON settings of the step timer inside the user's program
 BASELINE_ENV = "PYTPU_TESTGEN_BASELINE"  # set by `pytpu testgen`: the suite records its values
+# A folder whose entry point loads a CPU stand-in for the device on `import torch`
+# (`write_autoload`): put on sys.path at start-up (a command that sets PYTHONPATH drops it there).
+STAND_IN_ENV = "PYTPU_STAND_IN"
 # Where the code runs (PYTPU_DEVICE); cuda: a baseline on a GPU machine, if there is one.
-DEVICES = ("cpu", "xla", "cuda")
+DEVICES = ("cpu", "xla", "tpu", "cuda")
 STARTUP = Path(__file__).resolve().parent / "startup"  # first on the child's PYTHONPATH
 
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|PRIVATE|^AWS_|^GH_|^GITHUB_")
@@ -43,6 +46,22 @@ _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|PRIVATE|^
 def safe_environment() -> dict[str, str]:
     """This environment without tokens, keys and other secrets: the user's code never sees them."""
     return {k: v for k, v in os.environ.items() if not _SECRET.search(k.upper())}
+
+
+def write_autoload(folder: Path, module: str) -> Path:
+    """A dist-info in `folder` whose entry point makes `import torch` call `module`'s `load`, the
+    way an out-of-tree backend (TorchTPU) loads itself: with `folder` on a process's sys.path,
+    torch's backend autoload (the `torch.backends` entry-point group) finds it."""
+    name = module.replace(".", "_")
+    info = folder / f"{name}-0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 0.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[torch.backends]\n{name} = {module}:load\n", encoding="utf-8"
+    )
+    return folder
 
 
 def failure_summary(output: str, limit: int = 300) -> str:
@@ -249,6 +268,9 @@ class RepositoryFiles:
 def start(folder: str) -> None:
     """Called by `startup/sitecustomize.py` (in `folder`) when the program starts."""
     _chain_to_the_next_sitecustomize(folder)
+    stand_in = os.environ.get(STAND_IN_ENV)
+    if stand_in and stand_in not in sys.path:
+        sys.path.append(stand_in)
     if os.environ.get("COVERAGE_PROCESS_START"):
         import coverage
 

@@ -466,7 +466,7 @@ class Harness(RepositoryFiles):
             "files": self.files_run(),
             "units": self.units,
             "skipped": self.skipped,
-            "xla_executions": _xla_executions(),
+            "device_executions": _device_executions(),
         }
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"harness-{os.getpid()}.pt"
@@ -617,7 +617,12 @@ def module_file(module: types.ModuleType | None) -> str | None:
     return os.path.abspath(filename)
 
 
-def _xla_executions() -> int | None:
+def _device_executions() -> int | None:
+    """What ran on the migrated side's device: XLA's executed graphs, or the ops the TorchTPU
+    stand-in ran (None: neither is loaded, or TorchTPU's own device, which counts nothing)."""
+    standin = sys.modules.get("pytpu.runtime.tpu_standin")
+    if standin is not None and standin.active():
+        return standin.executions()
     if "torch_xla" not in sys.modules:
         return None
     import torch_xla.debug.metrics as met

@@ -25,7 +25,31 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pytpu_program: runs the program's own short command")
     kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
     if kind not in DEVICES:
-        raise pytest.UsageError(f"PYTPU_DEVICE={kind!r}: use cpu or xla")
+        raise pytest.UsageError(f"PYTPU_DEVICE={kind!r}: use one of {', '.join(DEVICES[:-1])}")
+    if kind == "tpu":
+        _tpu_or_its_stand_in()
+
+
+def _tpu_or_its_stand_in() -> None:
+    """On 'tpu' without TorchTPU (no TPU here), the tests and the programs they start run on
+    PyTPU's CPU stand-in for the device: loaded here, and in each child through torch's backend
+    autoload (a folder of its entry point, which the children's start-up puts on sys.path)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_tpu") is not None:
+        return
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from pytpu.runtime import bootstrap, tpu_standin
+
+    if not os.environ.get(bootstrap.STAND_IN_ENV):
+        folder = Path(tempfile.mkdtemp(prefix="pytpu-standin-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        os.environ[bootstrap.STAND_IN_ENV] = str(tpu_standin.write_autoload(folder))
+    tpu_standin.load()
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:

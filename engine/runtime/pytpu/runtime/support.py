@@ -3,8 +3,9 @@ settings and recordings.
 
 The tests pin down what the code does today, on the CPU, so that the same files can check the code
 after its migration to PyTorch/XLA. One switch decides where the code under test runs:
-PYTPU_DEVICE=cpu (the default) or PYTPU_DEVICE=xla. This module needs only the standard library and
-torch (torch_xla on the XLA side, imported only there). `Suite.run_program` runs the user's
+PYTPU_DEVICE=cpu (the default), PYTPU_DEVICE=xla (PyTorch/XLA) or PYTPU_DEVICE=tpu (TorchTPU, or
+its CPU stand-in). This module needs only the standard library and torch (torch_xla on the XLA
+side, imported only there). `Suite.run_program` runs the user's
 program with the harness inside it (`pytpu.runtime.bootstrap`).
 """
 
@@ -31,6 +32,7 @@ from pytpu.runtime.bootstrap import BASELINE_ENV, DEVICES
 from pytpu.runtime.kernel import is_notebook
 
 SEED = 0
+MIGRATED_DEVICES = ("xla", "tpu")  # where a migrated program runs (kb/targets.yaml's devices)
 
 # Tolerances by dtype, in one place: (rtol, atol) for torch.testing.assert_close. float32 is looser
 # than torch's default because XLA fuses and reorders float work; the others are torch's defaults.
@@ -56,7 +58,7 @@ class UnitUnavailable(Exception):
 def device_kind() -> str:
     kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
     if kind not in DEVICES:
-        raise SystemExit(f"PYTPU_DEVICE={kind!r}: use cpu or xla")
+        raise SystemExit(f"PYTPU_DEVICE={kind!r}: use one of {', '.join(DEVICES[:-1])}")
     return kind
 
 
@@ -435,14 +437,16 @@ class ProgramRun:
         self.stdout = stdout
         self.stderr = stderr
         self.steps = [step for record in harness for step in record["steps"]]
-        self.executions = sum(record.get("xla_executions") or 0 for record in harness)
+        self.executions = sum(record.get("device_executions") or 0 for record in harness)
 
 
 def command_for_device(command: str, accelerator_flag: str | None, kind: str | None = None) -> str:
-    """On XLA, a `--device cpu` argument names the XLA device, and an accelerator flag is passed."""
-    if (kind or device_kind()) != "xla":
+    """On the migrated side (xla, tpu), a `--device cpu` argument names its device, and an
+    accelerator flag is passed."""
+    kind = kind or device_kind()
+    if kind not in MIGRATED_DEVICES:
         return command
-    command = re.sub(r"(--device(?:_type)?(?:=|\s+))cpu\b", r"\1xla", command)
+    command = re.sub(r"(--device(?:_type)?(?:=|\s+))cpu\b", rf"\g<1>{kind}", command)
     if accelerator_flag and not re.search(rf"(^|\s){re.escape(accelerator_flag)}(\s|$)", command):
         command = f"{command} {accelerator_flag}"  # the python invocation ends the line
     return command
@@ -456,10 +460,11 @@ def run_program(
     on_xla: str | None = None,
 ) -> ProgramRun:
     """Run the program's short command in `root` with the harness inside it, on this device;
-    this environment's secrets stay out. On XLA `on_xla` runs instead, as written: the command
-    with the accelerator on, which test generation wrote (a suite written before it passes
-    `accelerator_flag`, and `command_for_device` makes that command)."""
-    if on_xla is not None and device_kind() == "xla":
+        this environment's secrets stay out. On the migrated side (xla, tpu: the name is older than
+    TorchTPU) `on_xla` runs instead, as written: the command
+        with the accelerator on, which test generation wrote (a suite written before it passes
+        `accelerator_flag`, and `command_for_device` makes that command)."""
+    if on_xla is not None and device_kind() in MIGRATED_DEVICES:
         command = on_xla
     else:
         command = command_for_device(command, None if on_xla is not None else accelerator_flag)
@@ -490,8 +495,11 @@ def check_program_ran(run: ProgramRun, on_device: bool = True) -> None:
         # (reports keep a failure's first line: it names the exception)
         output = run.stderr or run.stdout
         raise AssertionError(bootstrap.exit_message("the program", run.returncode, output))
-    if on_device and device_kind() == "xla" and not run.executions:
-        raise AssertionError("PYTPU_DEVICE=xla but the program ran nothing on the XLA device")
+    kind = device_kind()
+    if on_device and kind in MIGRATED_DEVICES and not run.executions:
+        raise AssertionError(
+            f"PYTPU_DEVICE={kind} but the program ran nothing on the {kind.upper()} device"
+        )
 
 
 def expect_training_step(

@@ -133,6 +133,10 @@ class StepTimer:
 
                 self.device_name = f"XLA:{torch_xla.runtime.device_type()}"
             return True
+        if self.device == "tpu" and hasattr(torch, "tpu"):  # TorchTPU, or its CPU stand-in
+            torch.tpu.synchronize()
+            if self.device_name is None:
+                self.device_name = torch.tpu.get_device_name()
         if self.device == "cuda" and torch.cuda.is_initialized():
             torch.cuda.synchronize()
         return False
