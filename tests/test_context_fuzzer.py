@@ -63,7 +63,9 @@ from tests.test_properties import _compile, check_migration, examples
 # hypothesmith's programs may compile with a SyntaxWarning (`1()` and the like)
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
 
-INDEX = checkout.rule_index()
+# Each example migrates with the rules of its rule's first target (as tests/test_kb.py checks it).
+INDEXES = {target: checkout.rule_index(target) for target in kb.TARGET_VERSIONS}
+INDEX = INDEXES[kb.DEFAULT_TARGET]
 SENTINEL = "__pytpu_context__ = 0"
 HOLE = "__pytpu_hole__()"
 VALUE = "__pytpu_value__"
@@ -223,6 +225,11 @@ class Snippet:
     body: str
     line: str  # the body on one line, semicolon-joined ("": it holds a compound statement)
     values: tuple[tuple[str, str], ...]  # (the reference statement, its value)
+    target: str = kb.DEFAULT_TARGET  # whose rules migrate it
+
+    @property
+    def index(self) -> RuleIndex:
+        return INDEXES[self.target]
 
     def prefix(self, context: Context) -> str:
         """The module's imports: the example's, and the context's."""
@@ -230,7 +237,7 @@ class Snippet:
         return self.imports + (context.imports if needs else "")
 
 
-def split_example(label: str, before: str) -> Snippet:
+def split_example(label: str, before: str, target: str = kb.DEFAULT_TARGET) -> Snippet:
     module = cst.parse_module(before)
     statements = list(module.body)
     count = 0
@@ -258,10 +265,13 @@ def split_example(label: str, before: str) -> Snippet:
             value = module.code_for_node(small.value)
             reference = line if isinstance(small, cst.Expr) else f"{VALUE} = {value}"
             values.append((reference + "\n", value))
-    return Snippet(label, imports, body, "; ".join(lines) if one_line else "", tuple(values))
+    one = "; ".join(lines) if one_line else ""
+    return Snippet(label, imports, body, one, tuple(values), target)
 
 
-SNIPPETS = [split_example(f"{rule.id}#{i + 1}", ex.before) for rule, i, ex in EXAMPLES]
+SNIPPETS = [
+    split_example(f"{rule.id}#{i + 1}", ex.before, rule.targets[0]) for rule, i, ex in EXAMPLES
+]
 Case = tuple[Context, Snippet, tuple[str, str] | None]
 CASES: list[Case] = [
     (context, snippet, value)
@@ -285,8 +295,8 @@ def case_id(case: Case) -> str:
 
 
 @cache
-def index_without(rule_ids: frozenset[str]) -> RuleIndex:
-    rules = [r for r in INDEX.rules if r.id not in rule_ids]
+def index_without(rule_ids: frozenset[str], index: RuleIndex = INDEX) -> RuleIndex:
+    rules = [r for r in index.rules if r.id not in rule_ids]
     return RuleIndex(kb.default(), rules)
 
 
@@ -399,7 +409,8 @@ def mismatch(case: Case, source: str, result: checkout.MigratedSource, index: Ru
 def test_references_are_the_examples_after() -> None:
     """The reference (imports, the inert line, the body) migrates as the example documents."""
     for (_rule, _i, example), snippet in zip(EXAMPLES, SNIPPETS, strict=True):
-        imports, rest = cut(migrated(module_source(snippet.imports, snippet.body)).text)
+        source = module_source(snippet.imports, snippet.body)
+        imports, rest = cut(migrated(source, snippet.index).text)
         # (an import added above a class is followed by two blank lines, above the line by one)
         head = example.after[: len(example.after) - len(rest)]
         assert example.after.endswith(rest), snippet.label
@@ -418,18 +429,18 @@ def test_example_in_context(case: Case) -> None:
     code = {"hole": snippet.body, "line": snippet.line, "expr": value and value[1]}
     source = module_source(snippet.prefix(context), context.fill(code[context.kind]))
     try:
-        result = migrated(source)
+        result = migrated(source, snippet.index)
     except checkout.OutputDoesNotParse as error:
         pytest.fail(f"output does not parse: {error}\n--- input:\n{source}")
     _compile(result.text)
-    again = migrated(result.text).text
+    again = migrated(result.text, snippet.index).text
     assert again == result.text, "a second run changed it" + _show(source, again, result.text)
-    error = mismatch(case, source, result, INDEX)
+    error = mismatch(case, source, result, snippet.index)
     ignored = frozenset().union(
         *(rules for rules, where, _ in CONTEXT_RULES if context.name in where)
     )
     if error and ignored:
-        index = index_without(ignored)
+        index = index_without(ignored, snippet.index)
         error = mismatch(case, source, migrated(source, index), index) and error
     assert not error, error
 

@@ -349,3 +349,87 @@ def test_threads_see_the_device(run):
 def test_declared_names_are_torch_tpu_names():
     assert IMPLEMENTED <= PUBLIC_NAMES
     assert len(PUBLIC_NAMES) == 30
+
+
+def test_checkpoints_keep_their_device_as_on_a_real_one(run):
+    out = result(
+        run(
+            """
+            import io, json, torch
+
+            model = torch.nn.Sequential(torch.nn.Linear(3, 2)).to("tpu")
+
+            def saved(obj):
+                buffer = io.BytesIO()
+                torch.save(obj, buffer)
+                buffer.seek(0)
+                return buffer
+
+            state = torch.load(saved(model.state_dict()))
+            on_cpu = torch.load(saved(model.state_dict()), map_location="cpu")
+            whole = torch.load(saved(model), weights_only=False)
+            moved = torch.load(saved(torch.nn.Linear(3, 2)), weights_only=False, map_location="tpu")
+            plain = torch.load(saved({"w": torch.ones(2)}))
+            print(json.dumps({
+                "state": sorted({str(t.device) for t in state.values()}),
+                "on_cpu": sorted({str(t.device) for t in on_cpu.values()}),
+                "whole": [str(p.device) for p in whole.parameters()],
+                "whole_is_parameter": all(
+                    isinstance(p, torch.nn.Parameter) for p in whole.parameters()
+                ),
+                "moved": sorted({str(p.device) for p in moved.parameters()}),
+                "plain": str(plain["w"].device),
+                "runs": str(whole(torch.randn(4, 3, device="tpu")).device),
+            }))
+            """
+        )
+    )
+    assert out["state"] == ["tpu:0"] and out["on_cpu"] == ["cpu"] and out["plain"] == "cpu"
+    assert out["whole"] == ["tpu:0", "tpu:0"] and out["whole_is_parameter"]
+    assert out["moved"] == ["tpu:0"] and out["runs"] == "tpu:0"
+
+
+def test_an_integer_device_is_the_tpu(run):
+    out = result(
+        run(
+            """
+            import json, torch
+
+            x = torch.randn(2, 3).to(0)
+            model = torch.nn.Linear(3, 1).to(0)
+            print(json.dumps({"x": str(x.device), "y": str(model(x).device)}))
+            """
+        )
+    )
+    assert out == {"x": "tpu:0", "y": "tpu:0"}
+
+
+DDP_SCRIPT = """
+import os, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+def work(rank, world):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
+    dist.init_process_group("tpu", rank=rank, world_size=world)
+    total = torch.ones(2, device="tpu") * (rank + 1)
+    dist.all_reduce(total)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1).to("tpu"))
+    model(torch.randn(4, 3, device="tpu")).sum().backward()
+    grad = model.module.weight.grad
+    print(rank, total.tolist(), total.device, grad.device, flush=True)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(work, args=(2,), nprocs=2)
+"""
+
+
+def test_the_tpu_process_group_runs_ddp(run, tmp_path):
+    # (mp.spawn needs a script file: its workers import the main module by path)
+    (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
+    out = run(
+        "import runpy, sys; sys.argv = ['ddp.py']; runpy.run_path('ddp.py', run_name='__main__')",
+        PORT=str(29500 + os.getpid() % 500),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = sorted(line for line in out.stdout.splitlines() if line[:1] in "01")
+    assert lines == ["0 [3.0, 3.0] tpu:0 tpu:0", "1 [3.0, 3.0] tpu:0 tpu:0"]

@@ -69,10 +69,12 @@ def verdict_line(document: dict) -> str:
         parts.append(f"speedup x{speedup_text(verdict['speedup'])}")
     elif document["benchmark"].get("nothing_on_xla"):
         parts.append(f"speedup {NOTHING_ON_XLA}")
+    elif document["benchmark"]["error"]:
+        parts.append("benchmark failed")
     elif document["benchmark"].get("on_stand_in"):
         parts.append("no speedup on the CPU stand-in")
     else:
-        parts.append("benchmark failed" if document["benchmark"]["error"] else "no benchmark")
+        parts.append("no benchmark")
     sides = f"{short_device(devices['baseline'])} → {short_device(devices['target'])}"
     return f"{document['tool']['name']}: {', '.join(parts)} ({sides})"
 

@@ -79,6 +79,8 @@ def measure(
     result = _summary(record, device)
     if device == "xla" and result["device_name"] is None:  # the program never synced on XLA
         result["device_name"] = f"XLA:{env['PJRT_DEVICE'].split('_')[0]}"
+    elif device == "tpu" and result["device_name"] is None:  # no step was timed
+        result["device_name"] = "TPU stand-in (CPU)" if processes.STAND_IN.get() else "TPU"
     result.update(exit_code=done.returncode, seconds=round(done.seconds, 3))
     if done.timed_out and not (record and record["complete"]):
         result["error"] = _timeout_error(record, result, command, warmup, timeout)

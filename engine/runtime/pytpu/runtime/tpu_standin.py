@@ -218,7 +218,9 @@ def _unmark(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _names_tpu(device: Any) -> bool:
-    # An int is a CUDA-style index: it names no device type, so it is left alone.
+    # An int is an index of the current accelerator's devices, as torch reads it: the tpu here.
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True
     if isinstance(device, str):
         return device == DEVICE_TYPE or device.startswith(DEVICE_TYPE + ":")
     return isinstance(device, torch.device) and device.type == DEVICE_TYPE
@@ -667,21 +669,91 @@ def _patch_autocast() -> None:
     autocast.__init__ = __init__
 
 
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors of a saved or loaded object: in its containers, and its modules' parameters
+    and buffers (a whole pickled model)."""
+    found: list[torch.Tensor] = []
+
+    def visit(item: Any) -> Any:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, torch.nn.Module):
+            found.extend([*item.parameters(), *item.buffers()])
+        return item
+
+    tree_map(visit, value)
+    return found
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    with torch._C.DisableTorchFunction():
+        return torch._C.TensorBase.untyped_storage(tensor).data_ptr()
+
+
 def _patch_load() -> None:
-    # torch.load(map_location="tpu") would ask PyTorch for tpu storages; load on the CPU and move.
-    original = torch.serialization.load
+    # As on a real device, a checkpoint of tpu tensors records the location "tpu:0" and loads back
+    # there (its storages stay the CPU's here, marked once loaded); `map_location="tpu"` loads on
+    # the CPU, then marks; `map_location="cpu"` gives plain tensors.
+    save, load, tag = (
+        torch.serialization.save,
+        torch.serialization.load,
+        torch.serialization.location_tag,
+    )
 
-    @functools.wraps(original)
-    def load_to_tpu(f, map_location=None, *args, **kwargs):
+    @functools.wraps(save)
+    def save_with_locations(obj, *args, **kwargs):
+        _state.saving = {_storage(t) for t in _tensors_in(obj) if isinstance(t, TpuTensor)}
+        try:
+            return save(obj, *args, **kwargs)
+        finally:
+            _state.saving = set()
+
+    @functools.wraps(tag)
+    def location_tag(storage):
+        if storage.data_ptr() in getattr(_state, "saving", ()):
+            return f"{DEVICE_TYPE}:0"
+        return tag(storage)
+
+    @functools.wraps(load)
+    def load_with_locations(f, map_location=None, *args, **kwargs):
+        if map_location is None:
+            on_tpu: set[int] = set()
+
+            def restore(storage, location):
+                if location.startswith(DEVICE_TYPE):
+                    on_tpu.add(storage.data_ptr())
+                    return storage
+                return None  # torch's own restore
+
+            loaded = load(f, restore, *args, **kwargs)
+            for tensor in _tensors_in(loaded):
+                if _storage(tensor) in on_tpu:
+                    _mark(tensor)
+            return loaded
         if not _names_tpu(map_location):
-            return original(f, map_location, *args, **kwargs)
-        loaded = original(f, "cpu", *args, **kwargs)
-        return tree_map(
-            lambda value: value.to(map_location) if isinstance(value, torch.Tensor) else value,
-            loaded,
-        )
+            return load(f, map_location, *args, **kwargs)
+        loaded = load(f, "cpu", *args, **kwargs)
+        for tensor in _tensors_in(loaded):
+            _mark(tensor)
+        return loaded
 
-    torch.load = torch.serialization.load = load_to_tpu
+    torch.save = torch.serialization.save = save_with_locations
+    torch.serialization.location_tag = location_tag
+    torch.load = torch.serialization.load = load_with_locations
+
+
+def _register_process_group() -> None:
+    # TorchTPU registers the c10d backend "tpu"; here gloo carries it (the tensors are the CPU's
+    # underneath), so DDP and the collectives of a migrated program run across processes.
+    import torch.distributed as dist
+
+    if not dist.is_available() or DEVICE_TYPE in dist.Backend.backend_list:
+        return
+
+    def create(store, rank, size, timeout):
+        return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+    dist.Backend.register_backend(DEVICE_TYPE, create, devices=["cpu", DEVICE_TYPE])
 
 
 def _patch_compile() -> None:
@@ -719,6 +791,7 @@ def load() -> None:
     _patch_accelerator(module)
     _patch_autocast()
     _patch_load()
+    _register_process_group()
     _patch_compile()
     _patch_threads()
     _enter_mode()
