@@ -212,21 +212,40 @@ def test_the_original_side_takes_its_accelerator_path_on_the_cpu(tmp_path):
     assert "path True cuda cpu {'shuffle': True}" in run.stdout
 
 
+def _output_on_the_cpu_side(folder, *lines: str) -> str:
+    """What the program of `lines` prints, run as the original side runs it (on the CPU)."""
+    (folder / "train.py").write_text("".join(f"{line}\n" for line in lines))
+    run = support.run_program(folder, "python train.py", timeout=300)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
 def test_the_cuda_generator_s_state_is_saved_and_restored_on_the_cpu(tmp_path):
     # (a fixed-seed validation sample between a save and a restore of the CUDA state)
-    (tmp_path / "train.py").write_text(
-        "import torch\n"
-        "if torch.cuda.is_available():\n"
-        "    saved, every = torch.cuda.get_rng_state(), torch.cuda.get_rng_state_all()\n"
-        "    torch.cuda.manual_seed(1)\n"
-        "    sample = torch.randn(2, device='cuda')\n"
-        "    torch.cuda.set_rng_state(saved)\n"
-        "    torch.cuda.set_rng_state_all(every)\n"
-        "    print('restored', sample.device, len(every), torch.cuda.initial_seed() >= 0)\n"
+    assert "restored cpu 1 True" in _output_on_the_cpu_side(
+        tmp_path,
+        "import torch",
+        "if torch.cuda.is_available():",
+        "    saved, every = torch.cuda.get_rng_state(), torch.cuda.get_rng_state_all()",
+        "    torch.cuda.manual_seed(1)",
+        "    sample = torch.randn(2, device='cuda')",
+        "    torch.cuda.set_rng_state(saved)",
+        "    torch.cuda.set_rng_state_all(every)",
+        "    print('restored', sample.device, len(every), torch.cuda.initial_seed() >= 0)",
     )
-    run = support.run_program(tmp_path, "python train.py", timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert "restored cpu 1 True" in run.stdout
+
+
+def test_bfloat16_autocast_on_cuda_starts_on_the_cpu(tmp_path):
+    # (nanoGPT: `dtype = 'bfloat16' if ... torch.cuda.is_bf16_supported()`, then CUDA autocast,
+    # which asks torch.cuda.is_bf16_supported() itself before it starts)
+    assert "autocast torch.bfloat16 cpu" in _output_on_the_cpu_side(
+        tmp_path,
+        "import torch",
+        "dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16",
+        "with torch.amp.autocast(device_type='cuda', dtype=dtype):",
+        "    y = torch.ones(2, device='cuda') * 2",
+        "print('autocast', dtype, y.device)",
+    )
 
 
 # --- the generated suite's program tests run the XLA command ------------------------------------

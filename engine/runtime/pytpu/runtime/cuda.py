@@ -87,7 +87,9 @@ def _answer_cuda_queries(in_repo: Callable[[str], bool]) -> None:
         return ask
 
     cuda.is_available = for_the_program(cuda.is_available, True)
-    cuda.is_bf16_supported = for_the_program(cuda.is_bf16_supported, True)
+    # A capability, asked by torch too: autocast('cuda', dtype=torch.bfloat16) checks it before
+    # it starts, and would refuse the bfloat16 the program chose on the GPU's answer.
+    cuda.is_bf16_supported = lambda *_, **__: True
     cuda.device_count = for_the_program(cuda.device_count, 1)
     cuda.get_device_capability = lambda *_: (8, 0)
     cuda.get_device_properties = lambda *_: types.SimpleNamespace(
