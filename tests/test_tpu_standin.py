@@ -415,11 +415,15 @@ def work(rank, world):
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1).to("tpu"))
     model(torch.randn(4, 3, device="tpu")).sum().backward()
     grad = model.module.weight.grad
-    print(rank, total.tolist(), total.device, grad.device, flush=True)
+    # (a file per rank: the two processes' prints would interleave on one stdout)
+    with open(f"rank{rank}.txt", "w") as out:
+        print(rank, total.tolist(), total.device, grad.device, file=out)
     dist.destroy_process_group()
 
 if __name__ == "__main__":
     mp.spawn(work, args=(2,), nprocs=2)
+    for rank in range(2):
+        print(open(f"rank{rank}.txt").read().strip())
 """
 
 
