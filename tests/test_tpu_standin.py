@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -427,12 +428,18 @@ if __name__ == "__main__":
 """
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_the_tpu_process_group_runs_ddp(run, tmp_path):
     # (mp.spawn needs a script file: its workers import the main module by path)
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
     out = run(
         "import runpy, sys; sys.argv = ['ddp.py']; runpy.run_path('ddp.py', run_name='__main__')",
-        PORT=str(29500 + os.getpid() % 500),
+        PORT=str(_free_port()),
     )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = sorted(line for line in out.stdout.splitlines() if line[:1] in "01")
