@@ -46,7 +46,7 @@ PROGRAM_SCRIPTS: ContextVar[Path | None] = ContextVar("PROGRAM_SCRIPTS", default
 # point loads the CPU stand-in for it on `import torch` (None: the target's own backend).
 TARGET_DEVICE: ContextVar[str] = ContextVar("TARGET_DEVICE", default="xla")
 STAND_IN: ContextVar[Path | None] = ContextVar("STAND_IN", default=None)
-ACCELERATORS = ("xla", "tpu")  # the devices a migrated side runs on
+ACCELERATORS = bootstrap.MIGRATED_DEVICES  # the devices a migrated side runs on
 
 
 def program_python() -> str:

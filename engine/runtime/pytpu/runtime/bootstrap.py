@@ -35,6 +35,7 @@ BASELINE_ENV = "PYTPU_TESTGEN_BASELINE"  # set by `pytpu testgen`: the suite rec
 STAND_IN_ENV = "PYTPU_STAND_IN"
 # Where the code runs (PYTPU_DEVICE); cuda: a baseline on a GPU machine, if there is one.
 DEVICES = ("cpu", "xla", "tpu", "cuda")
+MIGRATED_DEVICES = ("xla", "tpu")  # where a migrated program runs (kb/targets.yaml's devices)
 STARTUP = Path(__file__).resolve().parent / "startup"  # first on the child's PYTHONPATH
 
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|PRIVATE|^AWS_|^GH_|^GITHUB_")

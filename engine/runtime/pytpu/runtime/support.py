@@ -28,11 +28,10 @@ from typing import Any
 import torch
 
 from pytpu.runtime import bootstrap, cells, ipython
-from pytpu.runtime.bootstrap import BASELINE_ENV, DEVICES
+from pytpu.runtime.bootstrap import BASELINE_ENV, DEVICES, MIGRATED_DEVICES
 from pytpu.runtime.kernel import is_notebook
 
 SEED = 0
-MIGRATED_DEVICES = ("xla", "tpu")  # where a migrated program runs (kb/targets.yaml's devices)
 
 # Tolerances by dtype, in one place: (rtol, atol) for torch.testing.assert_close. float32 is looser
 # than torch's default because XLA fuses and reorders float work; the others are torch's defaults.
@@ -460,10 +459,10 @@ def run_program(
     on_xla: str | None = None,
 ) -> ProgramRun:
     """Run the program's short command in `root` with the harness inside it, on this device;
-        this environment's secrets stay out. On the migrated side (xla, tpu: the name is older than
-    TorchTPU) `on_xla` runs instead, as written: the command
-        with the accelerator on, which test generation wrote (a suite written before it passes
-        `accelerator_flag`, and `command_for_device` makes that command)."""
+    this environment's secrets stay out. On the migrated side (xla, tpu: the name is older than
+    TorchTPU) `on_xla` runs instead, as written: the command with the accelerator on, which test
+    generation wrote (a suite written before it passes `accelerator_flag`, and
+    `command_for_device` makes that command)."""
     if on_xla is not None and device_kind() in MIGRATED_DEVICES:
         command = on_xla
     else:
