@@ -208,6 +208,12 @@ CONTEXT_RULES = [
         "a default runs at import, where torch_xla.device() must not",
     ),
     (
+        frozenset({"R-DEV-07", "R-TPU-13"}),
+        FUNCTIONS | {"class_body"},
+        "an alias of a legacy CUDA type (`Tensor = torch.cuda.FloatTensor ...`) is followed to "
+        "its uses only where the module binds it, once (not in a function or class)",
+    ),
+    (
         frozenset({"R-DIST-04"}),
         VALUES,
         "`$name = 'nccl'` matches the assignment: a bare 'nccl' is no site",

@@ -405,6 +405,34 @@ def test_an_integer_device_is_the_tpu(run):
     assert out == {"x": "tpu:0", "y": "tpu:0"}
 
 
+def test_a_legacy_variable_keeps_its_device(run):
+    """`Variable(t)` builds its tensor in C++, past the stand-in's mode; on a GPU it keeps the
+    device, so a tpu tensor wrapped in one must stay on the tpu (GAN code of 2018 does this)."""
+    out = result(
+        run(
+            """
+            import json, torch
+            from torch.autograd import Variable
+
+            real = Variable(torch.ones(2, 1).tpu(), requires_grad=False)
+            host = Variable(torch.ones(2, 1))
+            loss = torch.nn.BCELoss()(torch.sigmoid(torch.zeros(2, 1, device="tpu")), real)
+            print(json.dumps({
+                "real": str(real.device), "host": str(host.device), "loss": str(loss.device),
+                "is_variable": isinstance(real, Variable), "grad": real.requires_grad,
+            }))
+            """
+        )
+    )
+    assert out == {
+        "real": "tpu:0",
+        "host": "cpu",
+        "loss": "tpu:0",
+        "is_variable": True,
+        "grad": False,
+    }
+
+
 DDP_SCRIPT = """
 import os, torch, torch.distributed as dist, torch.multiprocessing as mp
 

@@ -161,6 +161,8 @@ class ScopeResolver:
         self.public = public or PublicPaths()
         self._scopes: Any = None
         self.scope: Scope = ()
+        # module-level `Tensor = torch.cuda.FloatTensor if cuda else ...`, as in the import table
+        self.value_aliases: dict[str, str] = {}
 
     def record_import(self, local: str, path: str) -> None:
         pass
@@ -169,10 +171,10 @@ class ScopeResolver:
         pass
 
     def record_value_alias(self, name: str, qualified: str) -> None:
-        pass
+        self.value_aliases[name] = qualified
 
     def value_alias(self, name: str) -> str | None:
-        return None
+        return self.value_aliases.get(name)
 
     @property
     def scopes(self) -> Any:
@@ -192,13 +194,29 @@ class ScopeResolver:
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         found = self.qualified(node)
         if found:
-            return self.public.add_to({name for name, _ in found})
+            return self.public.add_to({self._through_alias(node, name) for name, _ in found})
         # An unbound root (a fragment without its imports): take the spelling literally.
         root = patterns.chain_root(node)
         if isinstance(root, cst.Name) and not self._is_bound(root):
             literal = patterns.dotted_name(node)
             return {literal} if literal else set()
         return set()
+
+    def _through_alias(self, node: cst.CSTNode, name: str) -> str:
+        """`Tensor` (or `Tensor.x`) where it is the module's `Tensor`, bound once, to a CUDA
+        name: that name. The scope analysis calls it `Tensor`; the alias is only exact when
+        the module's one assignment is the only binding the use sees."""
+        root = patterns.chain_root(node)
+        if type(root) is not cst.Name or root.value not in self.value_aliases:
+            return name
+        local, _, rest = name.partition(".")
+        scope = self.scopes.get(root)
+        if local != root.value or scope is None:
+            return name  # bound in a function or class (`f.<locals>.Tensor`): another name
+        if len(scope.globals.assignments[root.value]) != 1:
+            return name
+        alias = self.value_aliases[root.value]
+        return f"{alias}.{rest}" if rest else alias
 
     def _is_bound(self, name: cst.Name) -> bool:
         scope = self.scopes.get(name)

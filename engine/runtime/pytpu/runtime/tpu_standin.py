@@ -777,6 +777,24 @@ def _patch_compile() -> None:
 # --- entry points -------------------------------------------------------------------------------
 
 
+def _patch_variable() -> None:
+    """`Variable(t)` (the legacy wrapper GAN code still uses) builds a new tensor in C++, outside
+    the mode: it keeps the device of `t`, as on a GPU, so a tpu tensor stays one."""
+    from torch.autograd import variable
+
+    legacy = variable.Variable
+
+    class Variable(legacy):  # (VariableMeta: `isinstance(x, Variable)` still holds for tensors)
+        def __new__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
+            made = legacy(*args, **kwargs)
+            data = args[0] if args else kwargs.get("data")
+            on_tpu = type(data) in (TpuTensor, TpuParameter)
+            return _mark(made) if on_tpu else made
+
+    Variable.__module__, Variable.__qualname__ = legacy.__module__, legacy.__qualname__
+    variable.Variable = torch.autograd.Variable = Variable
+
+
 def load() -> None:
     """The ``torch.backends`` entry point: installs the stand-in unless TorchTPU is installed."""
     global _loaded, _tpu_device
@@ -791,6 +809,7 @@ def load() -> None:
     _patch_accelerator(module)
     _patch_autocast()
     _patch_load()
+    _patch_variable()
     _register_process_group()
     _patch_compile()
     _patch_threads()
