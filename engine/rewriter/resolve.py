@@ -69,6 +69,8 @@ class ImportTableResolver:
         # module-level `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`:
         # uses of `Tensor` are uses of the CUDA name
         self.value_aliases: dict[str, str] = {}
+        self.late_aliases: set[str] = set()
+        self.asked_aliases: set[str] = set()  # names asked for before any alias of theirs
         self.binding_counts: dict[str, int] = {}
 
     def record_import(self, local: str, path: str) -> None:
@@ -80,13 +82,22 @@ class ImportTableResolver:
 
     def record_value_alias(self, name: str, qualified: str) -> None:
         self.value_aliases[name] = qualified
+        if name in self.asked_aliases or any(root == name for root, _ in self.relied_on):
+            # a function above the assignment used it: answered as a plain name then
+            self.late_aliases.add(name)
 
     def value_alias(self, name: str) -> str | None:
-        return self.value_aliases.get(name)
+        alias = self.value_aliases.get(name)
+        if alias is None:
+            self.asked_aliases.add(name)
+        return alias
 
     def consistent(self) -> bool:
         """True when every name an answer relied on has at most one import binding and no
-        other binding in a scope that encloses the use."""
+        other binding in a scope that encloses the use, and no alias was used above its
+        assignment."""
+        if self.late_aliases:
+            return False
         for name, use in self.relied_on:
             paths = self.imports.get(name, set())
             if not self._may_name_a_rule_root(name, paths):
@@ -156,13 +167,19 @@ class ScopeResolver:
     """Qualified names from libcst's scope analysis (QualifiedNameProvider's own source). It
     needs nothing recorded: the scope analysis sees every binding itself."""
 
-    def __init__(self, wrapper: MetadataWrapper, public: PublicPaths | None = None):
+    def __init__(
+        self,
+        wrapper: MetadataWrapper,
+        public: PublicPaths | None = None,
+        value_aliases: dict[str, str] | None = None,
+    ):
         self.wrapper = wrapper
         self.public = public or PublicPaths()
         self._scopes: Any = None
         self.scope: Scope = ()
-        # module-level `Tensor = torch.cuda.FloatTensor if cuda else ...`, as in the import table
-        self.value_aliases: dict[str, str] = {}
+        # module-level `Tensor = torch.cuda.FloatTensor if cuda else ...`, as in the import table;
+        # known from its pass before the walk, for the uses above the assignment
+        self.value_aliases: dict[str, str] = dict(value_aliases or {})
 
     def record_import(self, local: str, path: str) -> None:
         pass

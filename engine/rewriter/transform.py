@@ -430,9 +430,8 @@ def _analyse(
     if not resolver.consistent():
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         imports = ImportTracker(index.kb.modules)
-        analysis = FileAnalysis(index, ScopeResolver(wrapper, index.public_paths), imports).run(
-            module, text, device_aware
-        )
+        scopes = ScopeResolver(wrapper, index.public_paths, resolver.value_aliases)
+        analysis = FileAnalysis(index, scopes, imports).run(module, text, device_aware)
     return analysis, imports
 
 
