@@ -20,6 +20,7 @@ declares nothing runs in PyTPU's environment when that has the pair.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -38,7 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 
 from pytpu.engine import processes
 from pytpu.engine.config import Config
@@ -73,6 +80,13 @@ _PIP_FAILURE = (
     re.compile(r"Failed to build ([^\s,]+)"),
     re.compile(r"ResolutionImpossible"),
 )
+# A release with no wheel for this Python is built from its source, which fails before pip names
+# it in an ERROR line (an old pandas pinned for Python 3.6): the last `Collecting` line says which.
+_BUILD_FAILURE = re.compile(
+    r"Getting requirements to build wheel did not run successfully|metadata-generation-failed"
+    r"|Preparing metadata \(pyproject\.toml\) did not run successfully"
+)
+_COLLECTING = re.compile(r"^(?:Collecting (\S+)|Processing (\S+))")  # from an index; a file
 
 
 class EnvironmentSetupError(Exception):
@@ -93,6 +107,7 @@ class Target:
     device: str = "xla"  # what the migrated program runs on (PYTPU_DEVICE)
     title: str = "PyTorch/XLA"  # the target's name for people
     stand_in: dict[str, str] | None = None  # where the backend cannot run: module, environment
+    hosts: str | None = None  # the target whose stand-in runs in this one's environment
 
     @property
     def pins(self) -> dict[str, str | None]:
@@ -105,7 +120,10 @@ class Target:
 
     def reason(self, name: str) -> str:
         if name == "torch":
-            return f"{self.backend} {self.backend_version} is built for torch {self.torch} only"
+            why = f"{self.backend} {self.backend_version} is built for torch {self.torch} only"
+            if self.hosts:
+                return f"{self.hosts}'s stand-in runs in {self.title}'s environment, and {why}"
+            return why
         if name == canonicalize_name(self.backend):
             return f"the target is {self.name} {self.backend_version}: {' '.join(self.why.split())}"
         if self.companions.get(name) is None:
@@ -137,7 +155,8 @@ def runs_on(wanted: Target) -> tuple[Target, dict[str, str] | None]:
     stand-in's (kb/targets.yaml)."""
     if wanted.stand_in is None or tpu_present():
         return wanted, None
-    return target(wanted.stand_in["environment"]), wanted.stand_in
+    host = dataclasses.replace(target(wanted.stand_in["environment"]), hosts=wanted.title)
+    return host, wanted.stand_in
 
 
 @dataclass(frozen=True)
@@ -586,7 +605,8 @@ def _key(found: Declared, chosen: Target, base: Base) -> str:
         "python": [sys.version, os.path.realpath(sys.executable)],
         # (what the layers hold, not only where: PyTPU upgraded is another base)
         "base": {site: _distributions(site) for site in base.sites},
-        "target": asdict(chosen),
+        # (one environment whichever target's stand-in it hosts)
+        "target": {name: value for name, value in asdict(chosen).items() if name != "hosts"},
         "requirements": sorted(found.requirements),
         "optional": sorted(found.optional),
         "setup": list(found.setup),
@@ -726,6 +746,30 @@ def _pip_install(
         raise EnvironmentSetupError(_pip_failure(done, found))
 
 
+def _distribution_file(path: str) -> str:
+    """`name==version` of a wheel or source distribution pip processes from a file."""
+    filename = Path(path).name
+    try:
+        if filename.endswith(".whl"):
+            name, version, *_ = parse_wheel_filename(filename)
+        else:
+            name, version = parse_sdist_filename(filename)
+    except (InvalidSdistFilename, InvalidWheelFilename):
+        return filename
+    return f"{name}=={version}"
+
+
+def _declared_at(requirement: str, found: Declared) -> str:
+    """` (declared at requirements.txt:5)` for what pip named (`'pandas'`, `pandas==0.24.1`)."""
+    requirement = requirement.strip("'\"")
+    try:
+        name = canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        name = canonicalize_name(re.split(r"[<>=!~\[ ]", requirement)[0])
+    where = found.origins.get(name)
+    return f" (declared at {where})" if where else ""
+
+
 def _pip_failure(done: processes.Finished, found: Declared) -> str:
     """Which requirement pip could not install, where the repository declares it, and why."""
     output = f"{done.stdout}\n{done.stderr}"
@@ -736,20 +780,29 @@ def _pip_failure(done: processes.Finished, found: Declared) -> str:
         )
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR:")] or lines[-3:]
+    python = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    failed = next((i for i, line in enumerate(lines) if _BUILD_FAILURE.search(line)), None)
+    collected = [
+        m[1] or _distribution_file(m[2])
+        for line in lines[:failed]
+        if (m := _COLLECTING.match(line))
+    ]
+    if failed is not None and collected:
+        declared_at = _declared_at(collected[-1], found)
+        return (
+            f"the program's environment: {collected[-1]}{declared_at} has no wheel for {python}"
+            f" and pip could not build it from its source ({lines[failed].strip('×. ')})."
+            " Require a release"
+            f" that has one (a newer one), or remove the requirement, then run again"
+        )
     for pattern in _PIP_FAILURE:
         match = next((m for line in lines if (m := pattern.search(line))), None)
         if match and match.groups():
-            try:
-                name = canonicalize_name(Requirement(match[1]).name)
-            except InvalidRequirement:
-                name = canonicalize_name(re.split(r"[<>=!~\[ ]", match[1])[0])
-            where = found.origins.get(name)
-            declared_at = f" (declared at {where})" if where else ""
+            declared_at = _declared_at(match[1], found)
             return (
                 f"the program's environment: pip could not install {match[1]}{declared_at}:"
                 f" {errors[-1]}. Fix or remove that requirement (a release that exists for"
-                f" Python {sys.version_info.major}.{sys.version_info.minor}, or one that works"
-                " with the target's torch), then run again"
+                f" {python}, or one that works with the target's torch), then run again"
             )
     return (
         "the program's environment: pip could not install the requirements of"

@@ -9,11 +9,13 @@ pip runs offline here: PIP_NO_INDEX, and PIP_FIND_LINKS naming a folder of wheel
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -46,6 +48,25 @@ def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()
     return path
 
 
+def _failing_sdist(folder: Path, name: str, version: str) -> None:
+    """A source distribution whose build fails before it has any metadata, as an old release
+    with no wheel for this Python does (its in-tree backend raises)."""
+    root = f"{name}-{version}"
+    files = {
+        f"{root}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{root}/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+        'backend-path = ["."]\n',
+        f"{root}/backend.py": "def get_requires_for_build_wheel(config_settings=None):\n"
+        "    raise RuntimeError('needs a compiler of 2019')\n",
+    }
+    with tarfile.open(folder / f"{root}.tar.gz", "w:gz") as archive:
+        for member, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
 @pytest.fixture
 def offline_index(tmp_path, monkeypatch):
     """pip installs from a folder of wheels only."""
@@ -53,6 +74,7 @@ def offline_index(tmp_path, monkeypatch):
     _wheel(wheels, "pytpu_tinydep", "1.2")
     _wheel(wheels, "pytpu_needsdep", "0.3", requires=("pytpu_absent_dist>=1",))
     _wheel(wheels, "pytpu_other", "0.5.2")
+    _failing_sdist(wheels, "pytpu_oldsrc", "0.1")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     monkeypatch.setenv("PYTPU_CACHE_DIR", str(tmp_path / "cache"))
@@ -296,6 +318,18 @@ def test_a_requirement_that_cannot_be_installed_is_named(tmp_path, offline_index
     # nothing half-built is kept
     built = tmp_path / "cache" / "environments"
     assert [path.name for path in built.iterdir() if path.is_dir()] == []
+
+
+def test_a_requirement_whose_source_build_fails_is_named_with_its_line(tmp_path, offline_index):
+    # pip names no requirement in an ERROR line then: its `Collecting` line says which
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "requirements.txt").write_text("pytpu_tinydep\npytpu_oldsrc==0.1\n")
+    with pytest.raises(environment.EnvironmentSetupError) as caught:
+        environment.prepare(root, config.Config())
+    message = str(caught.value)
+    assert "pytpu-oldsrc==0.1 (declared at requirements.txt:2) has no wheel for Python" in message
+    assert "Require a release that has one" in message
 
 
 def test_a_setup_command_that_fails_is_named(tmp_path, offline_index):

@@ -1,7 +1,7 @@
 """The harness records what it can and never stops the program: inputs that are not a batch (a
-graph's sparse adjacency, whose rows and columns are the same nodes) are not cut, an input the
-harness cannot copy costs its unit only, and torch's own pseudo-modules are no files of the
-repository."""
+graph's adjacency, sparse or dense, whose rows and columns are the same nodes) are not cut, an
+input the harness cannot copy costs its unit only, and torch's own pseudo-modules are no files
+of the repository."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ class GraphConvolution(torch.nn.Module):
 
     def forward(self, x, adjacency):
         return torch.sparse.mm(adjacency, self.linear(x))
+
+
+class DenseGraph(GraphConvolution):
+    def forward(self, x, adjacency):
+        return adjacency @ self.linear(x)
 
 
 class Odd(torch.Tensor):
@@ -49,6 +54,7 @@ for step in range(2):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+print("dense", DenseGraph(5, 3)(x, adjacency.to_dense()).shape)
 print("scaled", Scale(2)(torch.ones(3).as_subclass(Odd)).sum().item())
 """
 
@@ -61,6 +67,8 @@ def test_a_graph_s_inputs_are_kept_whole_and_the_harness_never_stops_the_program
     graph = run.units["train.py::GraphConvolution"]
     assert "cut" not in graph  # 12 nodes kept: a sparse input's leading size is no batch
     assert graph["args"][0].shape == (12, 5) and graph["args"][1].is_sparse
+    dense = run.units["train.py::DenseGraph"]  # a dense N x N adjacency (Diego999/pyGAT)
+    assert "cut" not in dense and [a.shape for a in dense["args"]] == [(12, 5), (12, 12)]
     assert run.skipped["train.py::Scale"].startswith(
         "the harness could not record it: RuntimeError: this tensor cannot be copied"
     )

@@ -140,3 +140,17 @@ def test_a_failure_is_summed_up_by_the_exception_its_last_traceback_ends_with():
     assert failure_summary("step 1\nkilled\n") == "killed"  # no traceback: the last line
     assert failure_summary("") == "no output"
     assert failure_summary("Traceback (most recent call last):\nE: " + "x" * 400).endswith("x…")
+
+
+def test_a_crash_with_no_traceback_is_summed_up_by_its_known_cause():
+    # milesial/Pytorch-UNet on XLA's CPU: per-parameter host reads after the step, each compiling
+    # the step again, until LLVM could map no more memory and the process died of SIGSEGV
+    from pytpu.runtime.bootstrap import exit_message
+
+    output = "epoch 1\nLLVM compilation error: Cannot allocate memory\nLLVM ERROR: out of memory\n"
+    message = exit_message("the program", 139, output)
+    assert message.startswith("the program exited with 139 (a segmentation fault): XLA's CPU")
+    assert "vm.max_map_count" in message.splitlines()[0]
+    assert exit_message("the program", 1, "step 1\nkilled\n").startswith(
+        "the program exited with 1: killed"
+    )

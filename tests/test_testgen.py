@@ -459,6 +459,18 @@ def test_a_gradient_norm_keeps_its_gradients_dtype_and_so_its_tolerance():
     support.assert_close(drifted, norms, support.GRADIENT_FACTOR)
 
 
+def test_a_value_near_zero_is_compared_at_the_scale_of_its_tensor():
+    # XLA's train-mode BatchNorm takes the variance as E[x^2] - E[x]^2: an output near zero in a
+    # tensor of magnitude 4 was 3.4e-5 off the CPU's (milesial/Pytorch-UNet), rounding, not a
+    # behaviour change; a change of the size of the values still fails.
+    recorded = torch.tensor([4.0, -3.0, 1e-6])
+    support.assert_close(recorded + torch.tensor([0.0, 0.0, 3.4e-5]), recorded)
+    with pytest.raises(AssertionError):
+        support.assert_close(recorded + torch.tensor([0.0, 0.0, 1e-2]), recorded)
+    with pytest.raises(AssertionError):
+        support.assert_close(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, 2.0]))
+
+
 # A training loop that stops when the loss falls under a threshold: rounding decides at which
 # batch and with which loss, so the loss printed after it is not behaviour a backend keeps (XLA
 # stopped at another batch). The first loss, printed before any update, is.

@@ -85,6 +85,10 @@ def test_without_a_tpu_the_target_runs_on_its_stand_in(monkeypatch) -> None:
     monkeypatch.setattr(environment, "tpu_present", lambda: False)
     chosen, stand_in = environment.runs_on(wanted)
     assert chosen.name == "torch_xla" and stand_in["module"] == "pytpu.runtime.tpu_standin"
+    assert chosen.reason("torch") == (
+        "TorchTPU's stand-in runs in PyTorch/XLA's environment, and torch-xla 2.9.0 is built for"
+        " torch 2.9.0 only"
+    )
     monkeypatch.setattr(environment, "tpu_present", lambda: True)
     assert environment.runs_on(wanted) == (wanted, None)
     assert environment.runs_on(environment.target("torch_xla"))[1] is None

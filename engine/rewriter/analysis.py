@@ -256,14 +256,15 @@ class FileAnalysis:
             self._offer_loop(node, plan)
 
     def _offer_loop(self, node: cst.For | cst.While, plan: LoopPlan) -> None:
-        """The loop's plan to the first loop analysis that takes it."""
-        for analysis, case in self.index.loop_analyses:
-            if analysis.takes_loop(plan):
-                self.plan(node, case, patterns.Bindings(), loop=plan)
-                if plan.after is not None:
-                    # the rewrite pass must reach the body and the statement the barrier follows
-                    self.on_path.update((id(node.body), id(plan.after)))
-                return
+        """The loop's plan to the loop analyses that take it: at most two, the loader's
+        (planned at the loop) and the barrier's (at its body)."""
+        takers = [(a, case) for a, case in self.index.loop_analyses if a.takes_loop(plan)]
+        takers.sort(key=lambda taker: taker[0].rewrite is None)  # a rewrite of the loop first
+        for (_, case), site in zip(takers, (node, node.body), strict=False):
+            self.plan(site, case, patterns.Bindings(), loop=plan)
+        if plan.after is not None:
+            # the rewrite pass must reach the body and the statement the barrier follows
+            self.on_path.update((id(node.body), id(plan.after)))
 
     def _set_scope(self, scope: tuple[int, ...]) -> None:
         self.scope = scope

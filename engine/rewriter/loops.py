@@ -5,7 +5,9 @@ On XLA, work is recorded lazily and runs at a barrier. A loop that trains (its b
 evaluates (its body calls a model) must end every iteration at exactly one barrier:
 
 - where it iterates a DataLoader, the loader is wrapped in `MpDeviceLoader`, which syncs at
-  every batch and prefetches to the device;
+  every batch and prefetches to the device; a training loop's body that goes on after its
+  optimizer step (reads a loss, checks the parameters) gets `torch_xla.sync()` after the step
+  too, so that those reads find the step done instead of each running it again;
 - otherwise `torch_xla.sync()` goes after the optimizer step (after the last statement that
   steps, zeroes or updates), or, with no step, at the end of the body (before the first
   statement that may leave it).
@@ -280,10 +282,16 @@ class LoopAnalyzer:
         if trains and inside_training:
             return None, role  # micro-batches: part of the enclosing step's one graph
         loader = self._loader(loop)
-        if loader is not None:
-            return LoopPlan(kind, loader=loader), role
         if type(loop.body) is not cst.IndentedBlock:
-            return None, role  # `for x in y: f(x)` on one line: no place for a statement
+            # `for x in y: f(x)` on one line: no place for a statement
+            return (LoopPlan(kind, loader=loader), role) if loader is not None else (None, role)
+        if loader is not None:
+            # MpDeviceLoader runs the step's graph when the next batch is fetched; what the body
+            # reads on the host after the step (a loss, a check of every parameter) would each
+            # run the whole step before then: a barrier right after the step runs it once
+            last = summary.step_statements[-1] if summary.step_statements else len(body) - 1
+            after = body[last] if last < len(body) - 1 else None
+            return LoopPlan(kind, loader=loader, after=after), role
         if summary.step_statements:
             return LoopPlan(kind, after=body[summary.step_statements[-1]]), role
         if summary.first_exit is None:

@@ -17,10 +17,11 @@ ANALYSES.register(
     BuiltinAnalysis(
         name="train_barrier",
         doc="a training loop (it steps an optimizer or calls backward) gets the rule's "
-        "replacement, the barrier, after its last step statement; loops inside a training loop, "
-        "loops that already have one and loops over MpDeviceLoader get none",
+        "replacement, the barrier, after its last step statement; loops inside a training loop "
+        "and loops that already have one get none, nor loops over MpDeviceLoader whose body "
+        "ends at the step",
         words=step_words,
-        takes_loop=lambda loop: loop.loader is None and loop.kind == "train",
+        takes_loop=lambda loop: loop.after is not None and loop.kind == "train",
         on_enter=_barrier_after,
     )
 )
@@ -30,7 +31,7 @@ ANALYSES.register(
         doc="an evaluation or inference loop (it calls a model, see `model_names`) gets the "
         "barrier at the end of each iteration",
         words=step_words,
-        takes_loop=lambda loop: loop.loader is None and loop.kind == "eval",
+        takes_loop=lambda loop: loop.after is not None and loop.kind == "eval",
         on_enter=_barrier_after,
     )
 )

@@ -65,15 +65,28 @@ def write_autoload(folder: Path, module: str) -> Path:
     return folder
 
 
+# Crashes with no Python traceback, by what the output says before them: their cause.
+CRASH_CAUSES = {
+    "LLVM compilation error: Cannot allocate memory": (
+        "XLA's CPU compiler ran out of memory mappings (vm.max_map_count) after compiling many"
+        " large graphs: device values read on the host with no barrier before the reads each"
+        " compile the pending work again"
+    ),
+}
+_SIGNALS = {-11: "a segmentation fault", 139: "a segmentation fault", -9: "SIGKILL", 137: "SIGKILL"}
+
+
 def failure_summary(output: str, limit: int = 300) -> str:
     """Why a program failed, in one line: the exception its last traceback ends with (its
-    message's first line; torch's dispatcher errors list dozens of backends after it), else the
-    last line of its output."""
+    message's first line; torch's dispatcher errors list dozens of backends after it), else a
+    crash's known cause, else the last line of its output."""
     lines = output.strip().splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call")]
     found = next(
         (line for line in lines[starts[-1] + 1 :] if line and not line[0].isspace()), None
     ) if starts else None  # fmt: skip
+    if found is None:
+        found = next((cause for said, cause in CRASH_CAUSES.items() if said in output), None)
     line = (found or (lines[-1] if lines else "no output")).strip()
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
@@ -81,7 +94,8 @@ def failure_summary(output: str, limit: int = 300) -> str:
 def exit_message(what: str, code: int, output: str, tail: int = 15) -> str:
     """`what` exited with `code`: the failure's summary line, then the output's last lines."""
     last = "\n".join(output.strip().splitlines()[-tail:])
-    return f"{what} exited with {code}: {failure_summary(output)}\n{last}"
+    crash = f" ({_SIGNALS[code]})" if code in _SIGNALS else ""
+    return f"{what} exited with {code}{crash}: {failure_summary(output)}\n{last}"
 
 
 def program_environment(

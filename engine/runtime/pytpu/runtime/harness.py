@@ -66,6 +66,11 @@ def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
 KEPT_SAMPLES = 4
 
 
+def _over_nodes(tensor: torch.Tensor, size: int) -> bool:
+    """A sparse tensor, or a square one over the leading size (an adjacency of N nodes)."""
+    return tensor.layout is not torch.strided or tensor.shape[:2] == (size, size)
+
+
 class Harness(RepositoryFiles):
     """What the harness watches in one process of the program."""
 
@@ -381,9 +386,9 @@ class Harness(RepositoryFiles):
         cut = {}
         batch = batch_size([args, kwargs]) if any(t.dim() for t in tensors(args)) else 0
         if batch > KEPT_SAMPLES:  # a few samples pin the behaviour; outputs stay small too
-            # (a sparse input, a graph's adjacency, says the leading size is no batch: its rows
-            # and columns are the same nodes; such inputs are kept whole, if they are small)
-            if all(t.layout is torch.strided for t in tensors([args, kwargs])):
+            # (a graph's adjacency, sparse or a dense N x N, says the leading size is no batch:
+            # its rows and columns are the same nodes; such inputs are kept whole, if small)
+            if not any(_over_nodes(t, batch) for t in tensors([args, kwargs])):
                 args, kwargs = self.cut_batch(args, kwargs)
                 cut = {"cut": KEPT_SAMPLES, "batch": batch}
             size = sum(t.numel() * t.element_size() for t in tensors([args, kwargs]))
