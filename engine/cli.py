@@ -379,11 +379,14 @@ RepositoryArgument = Annotated[
 
 
 def _stage_printer(console: Console) -> Callable[[str, str, float | None], None]:
-    """Each stage on its own line with its time, as it finishes (a spinner while it runs)."""
+    """Each stage on its own line with its time, as it finishes (a spinner while it runs; in a
+    log, where no spinner shows, a line as it starts: a CI log tells what a long stage is)."""
     status = console.status("")
 
     def on_stage(name: str, event: str, seconds: float | None) -> None:
-        if event == "start":
+        if event == "start" and not console.is_terminal:
+            console.print(f"{name}...")
+        elif event == "start":
             status.update(f"{name}...")
             status.start()
         else:

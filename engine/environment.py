@@ -19,6 +19,7 @@ declares nothing runs in PyTPU's environment when that has the pair.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import fcntl
@@ -85,6 +86,7 @@ _PIP_FAILURE = (
 _BUILD_FAILURE = re.compile(
     r"Getting requirements to build wheel did not run successfully|metadata-generation-failed"
     r"|Preparing metadata \(pyproject\.toml\) did not run successfully"
+    r"|pip subprocess to install build dependencies did not run successfully"
 )
 _COLLECTING = re.compile(r"^(?:Collecting (\S+)|Processing (\S+))")  # from an index; a file
 
@@ -256,6 +258,45 @@ def declared(root: Path, settings: Config, chosen: Target | None = None) -> Decl
         tuple(reader.files), tuple(reader.requirements), reader.origins, tuple(reader.changes),
         tuple(reader.problems), settings.setup, tuple(reader.optional),
     )  # fmt: skip
+
+
+def imported_companions(root: Path, found: Declared, chosen: Target) -> Declared:
+    """`found` with the torch companions the repository's code imports and nothing declares (a
+    repository written for a PyTorch container image, which has torchvision), at the release
+    built for the target's torch, each named in the changes with the line that imports it."""
+    from pytpu.engine.rewriter.sources import discover
+
+    wanted = {
+        name: release
+        for name, release in chosen.companions.items()
+        if release and canonicalize_name(name) not in found.origins
+    }
+    added: dict[str, PinChange] = {}
+    for path in discover(root)[0] if wanted else ():
+        try:
+            text = path.read_text(encoding="utf-8")
+            tree = ast.parse(text) if any(name in text for name in wanted) else None
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue  # (the rewriter names such a file; here it declares nothing)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for name in {module.split(".")[0] for module in modules} & wanted.keys() - added.keys():
+                where = f"{path.relative_to(root.resolve()).as_posix()}:{node.lineno}"
+                why = f"imported there, declared nowhere: {chosen.reason(canonicalize_name(name))}"
+                added[name] = PinChange("", f"{name}=={wanted[name]}", where, why)
+    if not added:
+        return found
+    return dataclasses.replace(
+        found,
+        requirements=(*found.requirements, *(change.used for change in added.values())),
+        origins={**found.origins, **{canonicalize_name(n): c.where for n, c in added.items()}},
+        changes=(*found.changes, *added.values()),
+    )
 
 
 def _default_files(root: Path, settings: Config) -> list[Path]:
@@ -462,6 +503,7 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
     base = _base(chosen, cache, root)
     if found.empty and base.own:
         return ProgramEnvironment(None, sys.executable, chosen.torch, backend, found, **side)
+    found = imported_companions(root, found, chosen)
     key = _key(found, chosen, base)
     folder = cache / "environments" / key
     with _locked(folder.with_name(f"{key}.lock")):
@@ -491,18 +533,29 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
 
 
 _MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_]+)")
+# `np.Inf` and friends, and extensions built for NumPy 1, as NumPy 2 words their failures
+_NUMPY_2 = re.compile(
+    r"was removed in the NumPy 2\.0 release|compiled using NumPy 1\.x cannot be run in\s+NumPy 2"
+)
 
 
-def missing_module_hint(output: str, environment: ProgramEnvironment) -> str:
-    """What to do when a program's run says `No module named 'x'`: declare it (with the
-    target's release for a torch companion), or nothing when the output says no such thing."""
+def environment_hint(output: str, environment: ProgramEnvironment) -> str:
+    """What to change in the requirements when a program's run failed for want of something in
+    its environment: a module it does not declare (`No module named 'x'`: declare it, with the
+    target's release for a torch companion), or NumPy 1's API under NumPy 2 (torch_xla brings
+    NumPy 2 when nothing pins it); nothing when the output says no such thing."""
+    where = ", ".join(environment.declared.files) or "a requirements.txt at the root"
+    if _NUMPY_2.search(output):
+        return (
+            " The program uses NumPy 1's API, and the environment has NumPy 2 (what torch's"
+            f" family installs when nothing pins it): add `numpy<2` to {where}"
+        )
     found = _MISSING_MODULE.search(output)
     if not found or found[1] in ("torch", "torch_xla"):
         return ""
     module = found[1]
     release = target().companions.get(canonicalize_name(module))
     requirement = f"{module}=={release}" if release else module
-    where = ", ".join(environment.declared.files) or "a requirements.txt at the root"
     return (
         f" The program's environment has no `{module}`: the repository does not declare it."
         f" Add `{requirement}` to {where} (or install it in `setup` in PyTPU's settings, for a"
@@ -778,25 +831,24 @@ def _pip_failure(done: processes.Finished, found: Declared) -> str:
             f"installing the program's requirements ({', '.join(found.files)}) took longer than"
             f" {INSTALL_TIMEOUT:.0f} s; check the package index pip uses, then run again"
         )
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("ERROR:")] or lines[-3:]
+    # (an indented line is a build's own pip: its requirements are the build's, not the program's)
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    top = [line for line in lines if not line[0].isspace()]
+    errors = [line for line in top if line.startswith("ERROR:")] or [x.strip() for x in lines[-3:]]
     python = f"Python {sys.version_info.major}.{sys.version_info.minor}"
     failed = next((i for i, line in enumerate(lines) if _BUILD_FAILURE.search(line)), None)
-    collected = [
-        m[1] or _distribution_file(m[2])
-        for line in lines[:failed]
-        if (m := _COLLECTING.match(line))
-    ]
+    starts = [m for line in lines[:failed] if (m := _COLLECTING.match(line))]
+    collected = [m[1] or _distribution_file(m[2]) for m in starts]
     if failed is not None and collected:
         declared_at = _declared_at(collected[-1], found)
         return (
             f"the program's environment: {collected[-1]}{declared_at} has no wheel for {python}"
             f" and pip could not build it from its source ({lines[failed].strip('×. ')})."
-            " Require a release"
-            f" that has one (a newer one), or remove the requirement, then run again"
+            " Require a release that has one (a newer one), or remove the requirement, then run"
+            " again"
         )
     for pattern in _PIP_FAILURE:
-        match = next((m for line in lines if (m := pattern.search(line))), None)
+        match = next((m for line in top if (m := pattern.search(line))), None)
         if match and match.groups():
             declared_at = _declared_at(match[1], found)
             return (

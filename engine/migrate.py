@@ -341,7 +341,7 @@ def _generate_tests(
         )
     except testgen.TestgenError as exc:
         first, _, rest = str(exc).partition("\n")  # (the hint after the failure's summary)
-        hint = environment.missing_module_hint(first, program)
+        hint = environment.environment_hint(first, program)
         raise MigrateError(f"test generation: {first}{hint}\n{rest}".rstrip()) from None
     body = _tests_body(generated)
     return GeneratedTests(

@@ -190,6 +190,20 @@ def test_without_a_python_script_the_error_says_what_was_read(repo):
                         " give a longer `benchmark` command")  # fmt: skip
 
 
+def test_a_run_that_ends_before_its_timed_steps_are_done_is_too_short():
+    # cure-lab/LTSF-Linear's one epoch ran 13 steps: the first, 3 warm-up and 9 of the 10 timed
+    def ran(steps_ran: int, timed: int, exit_code: int = 0) -> dict:
+        return {"exit_code": exit_code, "steps_ran": steps_ran, "warmup_ms": [500.0, 9.0, 9.0],
+                "steps_timed": timed}  # fmt: skip
+
+    assert benchmark._too_short(ran(3, 0), STEPS)  # nothing timed
+    assert benchmark._too_short(ran(3 + STEPS - 1, STEPS - 1), STEPS)  # ended while timing
+    assert not benchmark._too_short(ran(3 + STEPS, STEPS), STEPS)
+    # timing stopped after two steps that each compiled a new graph; the program ran on
+    assert not benchmark._too_short(ran(40, 2), STEPS)
+    assert not benchmark._too_short(ran(3, 0, exit_code=1), STEPS)  # a failure is no short run
+
+
 # --- the benchmark with the longer command ------------------------------------------------------
 
 

@@ -438,3 +438,18 @@ def test_defaults_shown_in_help_are_the_engine_defaults() -> None:
 
     assert cli.TESTS_OUT == testgen.DEFAULT_OUT
     assert cli.KB_DOCS_OUTPUT == kbdocs.DEFAULT_OUTPUT
+
+
+def test_in_a_log_each_stage_says_when_it_starts():
+    # no spinner shows in a CI log: a long stage (building an environment) must not be silent
+    import io
+
+    from rich.console import Console
+
+    from pytpu.engine.cli import _stage_printer
+
+    log = io.StringIO()
+    on_stage = _stage_printer(Console(file=log, width=80))
+    on_stage("environment", "start", None)
+    on_stage("environment", "end", 154.2)
+    assert log.getvalue().splitlines() == ["environment...", "done environment  154.2 s"]

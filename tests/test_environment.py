@@ -152,6 +152,33 @@ def test_the_torch_family_follows_the_target_and_a_changed_pin_says_why(tmp_path
     assert "no release built for torch" in changed["torchtext==0.18.0"].why
 
 
+def test_a_companion_the_code_imports_and_nothing_declares_is_added_with_its_line(tmp_path):
+    # milesial/Pytorch-UNet declares Pillow, tqdm and wandb; torchvision came with its Docker
+    # image (a PyTorch container), so `import torchvision.transforms` failed in the environment
+    (tmp_path / "requirements.txt").write_text("tqdm\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "data.py").write_text("import os\nimport torchvision.transforms as T\n")
+    (tmp_path / "train.py").write_text("from torchvision import models\nimport torchaudio\n")
+    (tmp_path / "broken.py").write_text("import torchvision(\n")  # the rewriter names it
+    chosen = environment.target()
+    found = environment.imported_companions(tmp_path, _declared(tmp_path), chosen)
+    release = chosen.companions["torchvision"]
+    assert found.requirements == (
+        "tqdm",
+        f"torchvision=={release}",
+        f"torchaudio=={chosen.companions['torchaudio']}",
+    )
+    added = {change.used: change for change in found.changes}
+    assert added[f"torchvision=={release}"].declared == ""
+    assert added[f"torchvision=={release}"].where == "train.py:1"  # the first file that does
+    assert "declared nowhere" in added[f"torchvision=={release}"].why
+    assert found.origins["torchaudio"] == "train.py:2"
+    # declared, at whatever pin: the declaration stands (and its pin follows the target)
+    (tmp_path / "requirements.txt").write_text("tqdm\ntorchvision\ntorchaudio\n")
+    declared = _declared(tmp_path)
+    assert environment.imported_companions(tmp_path, declared, chosen) == declared
+
+
 def test_pyproject_dependencies_and_a_programs_own_requirements_are_read(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\nversion = "0"\ndependencies = ["einops", "torch>=2.0"]\n'
@@ -381,8 +408,45 @@ def test_a_module_the_repository_does_not_declare_is_named_with_what_to_add(tmp_
         None, sys.executable, "2.9.0", "torch-xla 2.9.0", _declared(tmp_path)
     )
     output = "`python train.py` exited with 1: ModuleNotFoundError: No module named 'torchvision'"
-    hint = environment.missing_module_hint(output, prepared)
+    hint = environment.environment_hint(output, prepared)
     release = environment.target().companions["torchvision"]
     assert f"Add `torchvision=={release}` to requirements.txt" in hint
-    assert environment.missing_module_hint("No module named 'torch'", prepared) == ""
-    assert environment.missing_module_hint("ValueError: shapes", prepared) == ""
+    assert environment.environment_hint("No module named 'torch'", prepared) == ""
+    assert environment.environment_hint("ValueError: shapes", prepared) == ""
+
+
+def test_a_build_dependency_s_failure_is_blamed_on_the_requirement_being_built():
+    # scipy==1.5.4 has no wheel for Python 3.11: its build's own pip (indented) failed on an old
+    # numpy, which the repository also declares; the requirement to change is scipy's
+    output = (
+        "Collecting scipy==1.5.4 (from -r pytpu-requirements.txt (line 2))\n"
+        "  Installing build dependencies: finished with status 'error'\n"
+        "  error: subprocess-exited-with-error\n"
+        "      Collecting numpy==1.14.5\n"
+        "      ERROR: Could not build wheels for numpy, which is required to install ...\n"
+        "× pip subprocess to install build dependencies did not run successfully.\n"
+    )
+    found = environment.Declared(
+        ("requirements.txt",),
+        ("numpy", "scipy==1.5.4"),
+        {"numpy": "requirements.txt:1", "scipy": "requirements.txt:6"},
+    )
+    message = environment._pip_failure(processes.Finished(1, output, "", 1.0, False), found)
+    assert message.startswith(
+        "the program's environment: scipy==1.5.4 (declared at requirements.txt:6) has no wheel"
+    )
+
+
+def test_numpy_1_s_api_under_numpy_2_is_named_with_the_pin_to_add(tmp_path):
+    # cure-lab/LTSF-Linear declares plain `numpy`, and torch_xla's NumPy 2 met its `np.Inf`
+    (tmp_path / "requirements.txt").write_text("numpy\npandas\n")
+    prepared = environment.ProgramEnvironment(
+        None, sys.executable, "2.9.0", "torch-xla 2.9.0", _declared(tmp_path)
+    )
+    output = (
+        "`python run.py` exited with 1: AttributeError: `np.Inf` was removed in the NumPy 2.0"
+        " release. Use `np.inf` instead."
+    )
+    assert environment.environment_hint(output, prepared).endswith(
+        "add `numpy<2` to requirements.txt"
+    )

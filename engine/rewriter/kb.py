@@ -380,7 +380,8 @@ def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
         raw=raw,
     )
     keys = ("match", "where", "replace", "action", "note", "context")
-    specs = raw.get("cases") or [{k: raw[k] for k in keys if k in raw}]
+    shared = {k: raw[k] for k in keys if k in raw}  # with `cases`: what every case has
+    specs = [{**shared, **case} for case in raw["cases"]] if raw.get("cases") else [shared]
     rule.cases = [_compile_case(rule, spec) for spec in specs]
     return rule
 

@@ -354,6 +354,8 @@ class Rewriter(cst.CSTTransformer):
                     added += lines
             out.append(stmt)
             out += added
+        # comments of a deleted last statement are kept on a `pass`; blank lines are not
+        carried = [line for line in carried if line.comment is not None]
         if carried or not out:
             out.append(cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=carried))
         return block.with_changes(body=out)

@@ -121,11 +121,12 @@ def run(
         for root, device in sides:
             workspace.remove_created(root, checkouts[root])
             results.append(measure(root, on_device[device].command, device, warmup, steps, timeout))
-            if lengthen and _too_short(results[-1]):
+            if lengthen and _too_short(results[-1], steps):
                 plan = tried.plan(root, command, results[-1], warmup, steps, timeout)
                 if isinstance(plan, Longer):
                     break  # the other side runs the longer command
-                results[-1]["error"] = _too_few(results[-1]["steps_ran"], warmup, plan)
+                if not results[-1]["steps_timed"]:  # (some timed steps: the figures stand)
+                    results[-1]["error"] = _too_few(results[-1]["steps_ran"], warmup, plan)
         if not isinstance(plan, Longer):
             section = compare(command, *results, warmup, steps, lengthened=tried.summary())
             return {**section, "on_xla": accelerator.section(on_device["cpu"], on_device[target])}
@@ -249,9 +250,14 @@ def longer(
     return Longer(discover.changed(root, command, changes), changes)
 
 
-def _too_short(result: dict[str, Any]) -> bool:
-    """The program ended by itself after some steps, too few to time any."""
-    return result["exit_code"] == 0 and result["steps_ran"] > 0 and not result["steps_timed"]
+def _too_short(result: dict[str, Any], steps: int) -> bool:
+    """The program ended by itself after some steps, too few to time any, or all it ran were
+    timed and still fewer than `steps` (not a timing stopped early for recompilations: the
+    program ran on after that)."""
+    if result["exit_code"] != 0 or not result["steps_ran"]:
+        return False
+    timed = result["steps_timed"]
+    return not timed or (timed < steps and result["steps_ran"] <= len(result["warmup_ms"]) + timed)
 
 
 def compare(
