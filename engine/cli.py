@@ -54,9 +54,11 @@ app.add_typer(kb_app, name="kb")
 # --- shared options and helpers --------------------------------------------------------------
 
 
-def _check_target(value: str) -> str:
+def _check_target(value: str | None) -> str | None:
     from pytpu.engine.rewriter import checkout
 
+    if value is None:
+        return None  # the repository's settings say, or the default
     try:
         checkout.parse_target(value)
     except ValueError as exc:  # packaging's InvalidVersion is a ValueError too
@@ -78,15 +80,17 @@ JsonOption = Annotated[
     typer.Option("--json", metavar="FILE", help="Also write the machine-readable report to FILE."),
 ]
 TargetOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--target",
         metavar="TARGET",
         callback=_check_target,
         help=(
             "What to migrate to: torch_xla (PyTorch/XLA) or torch_tpu (TorchTPU), with"
-            " ==VERSION for the rules valid there."
+            " ==VERSION for the rules valid there. Default: the `target` of the repository's"
+            " settings (.github/pytpu.yml), else PYTPU_TARGET, else torch_xla."
         ),
+        show_default=False,
     ),
 ]
 CheckOption = Annotated[
@@ -97,6 +101,26 @@ CheckOption = Annotated[
 
 def _err(message: str) -> None:
     typer.echo(message, err=True)
+
+
+def _target_for(path: Path, given: str | None) -> str:
+    """--target, else the `target` of the settings of the repository PATH is in (the nearest
+    folder up with `.github/pytpu.yml`, or the git root), as `migrate` would use it."""
+    from pytpu.engine import config
+
+    if given is not None:
+        return given
+    folder = path.resolve() if path.is_dir() else path.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists() or any(
+            (candidate / f).is_file() for f in config.YAML_FILES
+        ):
+            try:
+                return config.load(candidate).target
+            except config.ConfigError as exc:
+                _err(f"{exc}; this run uses the default target, torch_xla")
+                return "torch_xla"
+    return config.load(folder).target  # (no repository: PYTPU_TARGET, else the default)
 
 
 def _stdout() -> Console:
@@ -202,7 +226,7 @@ def rewrite_command(
     ] = False,
     check: CheckOption = False,
     json_file: JsonOption = None,
-    target: TargetOption = "torch_xla",
+    target: TargetOption = None,
 ) -> None:
     """Migrate the Python files under PATH to torch_xla (or --target's backend).
 
@@ -215,6 +239,7 @@ def rewrite_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
+    target = _target_for(path, target)
     run = checkout.run(path, target=target, write=write, progress=_progress("Rewriting"))
     _print_errors(run)
     for result in run.changed:
@@ -236,7 +261,7 @@ def analyze_command(
     path: PathArgument,
     check: CheckOption = False,
     json_file: JsonOption = None,
-    target: TargetOption = "torch_xla",
+    target: TargetOption = None,
 ) -> None:
     """Report what migrating PATH would convert and what a person must review; change nothing.
 
@@ -247,6 +272,7 @@ def analyze_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
+    target = _target_for(path, target)
     run = checkout.run(path, target=target, write=False, progress=_progress("Analyzing"))
     _print_errors(run)
     review.print_analysis(run, _stdout())

@@ -50,6 +50,7 @@ from packaging.utils import (
 
 from pytpu.engine import processes
 from pytpu.engine.config import Config
+from pytpu.engine.source_roots import project_names
 from pytpu.runtime import bootstrap
 
 REQUIREMENTS = "requirements.txt"
@@ -89,6 +90,12 @@ _BUILD_FAILURE = re.compile(
     r"|pip subprocess to install build dependencies did not run successfully"
 )
 _COLLECTING = re.compile(r"^(?:Collecting (\S+)|Processing (\S+))")  # from an index; a file
+
+
+OWN_PACKAGE = (
+    "the repository's own package: the programs import the checkout (the migrated code on the"
+    " migrated side), as after `pip install -e .`, not a release of it"
+)
 
 
 class EnvironmentSetupError(Exception):
@@ -323,6 +330,7 @@ class _Reader:
         self.changes: list[PinChange] = []
         self.problems: list[str] = []
         self.optional: list[str] = []
+        self.own = project_names(root)  # the repository's own distribution, by name
 
     def relative(self, path: Path) -> str:
         try:
@@ -422,6 +430,9 @@ class _Reader:
             return  # (for another platform or Python)
         name = canonicalize_name(requirement.name)
         line = str(requirement)  # (written one way: `tqdm >= 4` is `tqdm>=4`)
+        if name in self.own:
+            self.changes.append(PinChange(line, "left out", where, OWN_PACKAGE))
+            return
         pins = self.target.pins
         if name in pins:
             line = self.torch_family(requirement, name, pins[name], where)

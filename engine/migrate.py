@@ -225,7 +225,7 @@ class Stages:
 
     @property
     def reproduce(self) -> list[str]:
-        return _reproduce(self.start.settings, self.environment.device)
+        return _reproduce(self.start.settings, self.environment)
 
 
 @dataclass(frozen=True)
@@ -462,11 +462,21 @@ def _migration_body(run: checkout.RunResult) -> str:
     return "\n".join(lines)
 
 
-def _reproduce(settings: config_module.Config, device: str = "xla") -> list[str]:
+def _reproduce(
+    settings: config_module.Config, program: environment.ProgramEnvironment
+) -> list[str]:
     suite = shlex.quote(settings.tests)
+    device = program.device
     # (on 'tpu' without TorchTPU, PyTPU's pytest plugin loads the CPU stand-in)
     variables = "PYTPU_DEVICE=xla PJRT_DEVICE=CPU" if device == "xla" else f"PYTPU_DEVICE={device}"
+    # `python` is one with the programs' requirements and the target's torch: PyTPU's own
+    # install need not have torch
+    where = [] if program.scripts is None else [
+        f"# with python from an environment of the repository's requirements, torch"
+        f" {program.torch} and {program.backend} (the run's: {program.python})"
+    ]  # fmt: skip
     return [
+        *where,
         f"git switch --detach {gitrepo.BRANCH}~1  # the original code with the tests",
         f"python -m pytest {suite}",
         f"git switch --detach {gitrepo.BRANCH}  # the migrated code",

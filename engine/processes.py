@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytpu.engine.source_roots import source_roots
+from pytpu.engine.source_roots import import_roots
 from pytpu.runtime import bootstrap
 from pytpu.runtime.bootstrap import BASELINE_ENV
 
@@ -73,7 +73,7 @@ def pytest_environment(root: Path, device: str, baseline: bool = False) -> dict[
     scripts = PROGRAM_SCRIPTS.get()
     if scripts:  # (pytest's plugins, and the tests' `python`, from the program's environment)
         env["PATH"] = os.pathsep.join(filter(None, [str(scripts), env.get("PATH")]))
-    folders = [str(folder) for folder in source_roots(root)]
+    folders = [str(folder) for folder in import_roots(root)]
     if folders:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [*folders, env.get("PYTHONPATH")]))
     if baseline:
@@ -88,6 +88,11 @@ def program_environment(
     or the step timer (TIMER_ENV), given `settings`; `hide_gpus`: a GPU stays unused."""
     scripts = PROGRAM_SCRIPTS.get()
     env = _on_device(bootstrap.program_environment(variable, settings, scripts), device)
+    # the repository's packages as if installed, after PyTPU's start-up folder (first)
+    folders = [str(f) for f in import_roots(Path(settings["root"]))] if "root" in settings else []
+    if folders:
+        startup, *rest = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join([startup, *folders, *rest])
     if hide_gpus:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytpu.engine import processes
-from pytpu.engine.source_roots import source_roots
+from pytpu.engine.source_roots import import_roots
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 # The JUnit entry (classname, name) pytest writes when it crashes itself: an INTERNALERROR, such as
@@ -55,7 +55,7 @@ def run(
             "--continue-on-collection-errors",
         ]
         # (a src layout's folders, as the person reproducing it would type them)
-        folders = [str(f.relative_to(root)) for f in source_roots(root)]
+        folders = [str(f.relative_to(root)) for f in import_roots(root)]
         path = [f"PYTHONPATH={os.pathsep.join(folders)}"] if folders else []
         printed = " ".join([*path, *processes.shown(env, device), "python", *command[1:]])
         command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]

@@ -6,8 +6,12 @@ to PYTHONPATH when it runs the tests gives the same imports without installing a
 
 from __future__ import annotations
 
+import ast
+import configparser
 import tomllib
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 
 def source_roots(root: Path) -> list[Path]:
@@ -24,11 +28,61 @@ def source_roots(root: Path) -> list[Path]:
     return found
 
 
-def _declared(root: Path) -> list[str]:
+def import_roots(root: Path) -> list[Path]:
+    """What an editable install of the repository puts on `sys.path`: its source roots, or, for
+    a project that names itself with its packages at the root, the root. A program started from
+    a subfolder (`cd examples/mnist && python main.py`) imports the checkout's package then, the
+    migrated one on the migrated side, not a release of it."""
+    found = source_roots(root)
+    return found or ([root] if project_names(root) else [])
+
+
+def project_names(root: Path) -> set[str]:
+    """The distribution names the repository's project files give it (canonical): pyproject's
+    `[project]` or poetry's `name`, setup.cfg's `[metadata] name`, `setup(name="...")`."""
+    names = set()
+    project = _pyproject(root)
+    for table in (project.get("project", {}), project.get("tool", {}).get("poetry", {})):
+        if isinstance(table, dict) and isinstance(table.get("name"), str):
+            names.add(table["name"])
+    config = configparser.ConfigParser(interpolation=None)
     try:
-        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+        config.read(root / "setup.cfg", encoding="utf-8")
+        if config.has_option("metadata", "name"):
+            names.add(config.get("metadata", "name"))
+    except (configparser.Error, UnicodeDecodeError):
+        pass
+    names.update(_setup_py_names(root / "setup.py"))
+    return {canonicalize_name(name) for name in names if name.strip()}
+
+
+def _setup_py_names(path: Path) -> set[str]:
+    """`name="..."` of the `setup(...)` calls of a setup.py, where it is a literal."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return set()
+    return {
+        keyword.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "setup"
+        for keyword in node.keywords
+        if keyword.arg == "name"
+        and isinstance(keyword.value, ast.Constant)
+        and isinstance(keyword.value.value, str)
+    }
+
+
+def _pyproject(root: Path) -> dict:
+    try:
+        return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return []  # no project file, or one the build itself would reject
+        return {}  # no project file, or one the build itself would reject
+
+
+def _declared(root: Path) -> list[str]:
+    project = _pyproject(root)
     tool = project.get("tool", {})
     setuptools = tool.get("setuptools", {})
     folders = [setuptools.get("package-dir", {}).get("", "")]

@@ -453,3 +453,21 @@ def test_in_a_log_each_stage_says_when_it_starts():
     on_stage("environment", "start", None)
     on_stage("environment", "end", 154.2)
     assert log.getvalue().splitlines() == ["environment...", "done environment  154.2 s"]
+
+
+def test_rewrite_and_analyze_follow_the_repository_s_target(tmp_path, monkeypatch):
+    # `pytpu rewrite` previews what `pytpu migrate` writes: the settings' `target`, unless
+    # --target says otherwise (victoresque/pytorch-template with `target: torch_tpu`)
+    monkeypatch.delenv("PYTPU_TARGET", raising=False)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "pytpu.yml").write_text("target: torch_tpu\n")
+    (tmp_path / "src").mkdir()
+    script = tmp_path / "src" / "train.py"
+    script.write_text("import torch\n\nx = torch.ones(2).cuda()\n")
+    assert "torch.ones(2).tpu()" in invoke("rewrite", script, "--diff").stdout
+    xla = invoke("rewrite", tmp_path / "src", "--diff", "--target", "torch_xla").stdout
+    assert "torch_xla.device()" in xla
+    (tmp_path / ".github" / "pytpu.yml").write_text("target: [torch_tpu]\n")
+    result = invoke("analyze", script)
+    assert "this run uses the default target, torch_xla" in result.stderr

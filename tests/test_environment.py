@@ -450,3 +450,20 @@ def test_numpy_1_s_api_under_numpy_2_is_named_with_the_pin_to_add(tmp_path):
     assert environment.environment_hint(output, prepared).endswith(
         "add `numpy<2` to requirements.txt"
     )
+
+
+def test_the_repository_s_own_package_is_left_out_of_what_pip_installs(tmp_path):
+    # schedulefree's examples/mnist/requirements.txt names `schedulefree`: PyPI's release of the
+    # library shadowed the checkout, so neither side ran the repository's (migrated) code
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "schedulefree"\nversion = "1"\ndependencies = ["typing_extensions"]\n'
+    )
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "main.py").write_text("import schedulefree\n")
+    (tmp_path / "examples" / "requirements.txt").write_text("torchvision\nschedulefree>=1.2\n")
+    found = _declared(tmp_path, run=(config.Program("cd examples && python main.py"),))
+    assert "schedulefree" not in " ".join(found.requirements)
+    assert "typing_extensions" in found.requirements
+    (change,) = [c for c in found.changes if c.declared == "schedulefree>=1.2"]
+    assert change.used == "left out" and change.where == "examples/requirements.txt:2"
+    assert change.why == environment.OWN_PACKAGE

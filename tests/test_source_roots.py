@@ -50,3 +50,35 @@ def test_a_src_layout_repository_tests_run_without_installing(tmp_path):
     run = pytest_runs.run(tmp_path, ["tests"], "cpu", timeout=120)
     assert [r.outcome for r in run.results] == ["passed"], run.output
     assert run.command.startswith("PYTHONPATH=src ")
+
+
+@pytest.mark.parametrize(
+    "file, text",
+    [
+        ("pyproject.toml", '[project]\nname = "My_Lib"\nversion = "1"\n'),
+        ("pyproject.toml", '[tool.poetry]\nname = "my-lib"\n'),
+        ("setup.cfg", "[metadata]\nname = my.lib\n"),
+        ("setup.py", "from setuptools import setup\n\nsetup(name='my-lib', version='1')\n"),
+    ],
+)
+def test_a_program_in_a_subfolder_imports_the_checkout_of_its_own_project(tmp_path, file, text):
+    # facebookresearch/schedule_free: `cd examples/mnist && python main.py` imports the library
+    # at the root, which its examples' requirements name; PyPI's release of it was imported
+    from pytpu.engine import processes
+    from pytpu.engine.source_roots import import_roots, project_names
+
+    _package(tmp_path, ".")
+    (tmp_path / file).write_text(text)
+    assert project_names(tmp_path) == {"my-lib"}
+    assert import_roots(tmp_path) == [tmp_path]  # a flat layout: the root, as `pip install -e .`
+    env = processes.program_environment("cpu", processes.HARNESS_ENV, {"root": str(tmp_path)})
+    paths = env["PYTHONPATH"].split(":")
+    assert paths[1] == str(tmp_path) and paths[0].endswith("startup")  # (PyTPU's start-up first)
+
+
+def test_a_folder_of_scripts_is_no_project_and_gets_nothing(tmp_path):
+    from pytpu.engine.source_roots import import_roots
+
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "setup.py").write_text("import setuptools\nsetuptools.setup(name=NAME)\n")
+    assert import_roots(tmp_path) == []

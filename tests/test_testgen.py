@@ -507,3 +507,15 @@ def test_a_metric_that_rounding_moves_is_not_pinned(tmp_path):
     # unnudged, the two runs agree on every number
     again = record.run_once(tmp_path, "python fit.py", 300, 1 << 20, [])
     assert all(None not in numbers for _, numbers in record.stable_metrics(first, again))
+
+
+def test_the_repository_s_own_tests_are_no_program_code():
+    # facebookresearch/schedule_free keeps `schedulefree/test_schedulefree.py` beside the code:
+    # its test functions were listed as ten untested training steps
+    from pytpu.engine.testgen.discover import is_test_file
+
+    tests = ["pkg/test_optim.py", "pkg/optim_test.py", "conftest.py", "test/helpers.py",
+             "tests/unit/models.py"]  # fmt: skip
+    code = ["pkg/optim.py", "test.py", "testing/loop.py", "latest_model.py", "nb/test_run.ipynb"]
+    assert [is_test_file(Path(p)) for p in tests] == [True] * len(tests)
+    assert [is_test_file(Path(p)) for p in code] == [False] * len(code)

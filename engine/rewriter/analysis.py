@@ -318,8 +318,8 @@ class FileAnalysis:
             name
         ):
             self.device_variables.assigned(name, node.value, [*self.path, node])
-        if not self.scope:
-            alias = self._cuda_alias(node.value)
+        if not self.scope or self.scope[-1] not in self.class_bodies:
+            alias = self._cuda_alias(node.value)  # (in the module or a function)
             if alias is not None:
                 self.resolver.record_value_alias(name, alias)
 

@@ -12,7 +12,14 @@ import builtins
 from typing import Any, Protocol
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, QualifiedNameSource, ScopeProvider
+from libcst.metadata import (
+    ClassScope,
+    FunctionScope,
+    GlobalScope,
+    MetadataWrapper,
+    QualifiedNameSource,
+    ScopeProvider,
+)
 
 from pytpu.engine.rewriter import patterns
 
@@ -30,7 +37,7 @@ class Resolver(patterns.NameLookup, Protocol):
 
     def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None: ...
 
-    def record_value_alias(self, name: str, qualified: str) -> None: ...
+    def record_value_alias(self, name: str, qualified: str) -> None: ...  # in `scope`
 
     def value_alias(self, name: str) -> str | None: ...
 
@@ -54,6 +61,29 @@ class PublicPaths:
         return names | extra if extra else names
 
 
+class ValueAliases:
+    """Names bound once to a CUDA name (`Tensor = torch.cuda.FloatTensor if cuda else ...`),
+    by the scope of the assignment: the module's, or a function's (the walk's scope path)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, dict[Scope, str]] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.by_name
+
+    def record(self, name: str, scope: Scope, qualified: str) -> None:
+        self.by_name.setdefault(name, {})[scope] = qualified
+
+    def seen_from(self, name: str, use: Scope) -> str | None:
+        """The alias a use in scope `use` sees: the innermost enclosing scope's."""
+        found = self.by_name.get(name, {})
+        seen = [scope for scope in found if use[: len(scope)] == scope]
+        return found[max(seen, key=len)] if seen else None
+
+    def in_scope(self, name: str, scope: Scope) -> str | None:
+        return self.by_name.get(name, {}).get(scope)
+
+
 class ImportTableResolver:
     """Answers from the file's imports; `consistent()` says afterwards whether that was exact."""
 
@@ -66,9 +96,9 @@ class ImportTableResolver:
         self.other_bindings: dict[str, set[tuple[Scope, bool]]] = {}
         self.relied_on: set[tuple[str, Scope]] = set()  # (name, scope of the use)
         self.scope: Scope = ()  # set by the walker: where the current node is
-        # module-level `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`:
-        # uses of `Tensor` are uses of the CUDA name
-        self.value_aliases: dict[str, str] = {}
+        # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, at module level or
+        # in a function: uses of `Tensor` that see it are uses of the CUDA name
+        self.value_aliases = ValueAliases()
         self.late_aliases: set[str] = set()
         self.asked_aliases: set[str] = set()  # names asked for before any alias of theirs
         self.binding_counts: dict[str, int] = {}
@@ -81,13 +111,13 @@ class ImportTableResolver:
         self.binding_counts[name] = self.binding_counts.get(name, 0) + 1
 
     def record_value_alias(self, name: str, qualified: str) -> None:
-        self.value_aliases[name] = qualified
+        self.value_aliases.record(name, self.scope, qualified)
         if name in self.asked_aliases or any(root == name for root, _ in self.relied_on):
             # a function above the assignment used it: answered as a plain name then
             self.late_aliases.add(name)
 
     def value_alias(self, name: str) -> str | None:
-        alias = self.value_aliases.get(name)
+        alias = self.value_aliases.seen_from(name, self.scope)
         if alias is None:
             self.asked_aliases.add(name)
         return alias
@@ -133,7 +163,7 @@ class ImportTableResolver:
         self.relied_on.add((root, self.scope))
         paths = self.imports.get(root)
         if not paths:
-            alias = self.value_aliases.get(root)
+            alias = self.value_aliases.seen_from(root, self.scope)
             if alias is not None:
                 return (f"{alias}.{rest}" if rest else alias), None
             return dotted, None
@@ -156,6 +186,19 @@ class ImportTableResolver:
         return bool(found and found[1] and found[1].split(".")[0] in MODULE_ROOTS)
 
 
+def _binding_scope(scope: Any, name: str) -> Any:
+    """The scope whose binding of `name` a use in `scope` sees (None: none binds it); a class's
+    names are seen in its body, not in its methods."""
+    use = scope
+    while scope is not None:
+        if (scope is use or not isinstance(scope, ClassScope)) and scope.assignments[name]:
+            return scope
+        if isinstance(scope, GlobalScope):
+            return None
+        scope = scope.parent
+    return None
+
+
 def _sees(use: Scope, binding: Scope, class_body: bool) -> bool:
     """Whether code in scope `use` sees a name bound in scope `binding`: code inside it, unless
     that is a class's body, whose names its methods do not see (`def triton(self)` in a class
@@ -171,15 +214,15 @@ class ScopeResolver:
         self,
         wrapper: MetadataWrapper,
         public: PublicPaths | None = None,
-        value_aliases: dict[str, str] | None = None,
+        value_aliases: ValueAliases | None = None,
     ):
         self.wrapper = wrapper
         self.public = public or PublicPaths()
         self._scopes: Any = None
         self.scope: Scope = ()
-        # module-level `Tensor = torch.cuda.FloatTensor if cuda else ...`, as in the import table;
-        # known from its pass before the walk, for the uses above the assignment
-        self.value_aliases: dict[str, str] = dict(value_aliases or {})
+        # `Tensor = torch.cuda.FloatTensor if cuda else ...`, as in the import table; known
+        # from its pass before the walk, for the uses above the assignment
+        self.value_aliases = value_aliases or ValueAliases()
 
     def record_import(self, local: str, path: str) -> None:
         pass
@@ -188,10 +231,10 @@ class ScopeResolver:
         pass
 
     def record_value_alias(self, name: str, qualified: str) -> None:
-        self.value_aliases[name] = qualified
+        self.value_aliases.record(name, self.scope, qualified)
 
     def value_alias(self, name: str) -> str | None:
-        return self.value_aliases.get(name)
+        return self.value_aliases.seen_from(name, self.scope)
 
     @property
     def scopes(self) -> Any:
@@ -220,20 +263,37 @@ class ScopeResolver:
         return set()
 
     def _through_alias(self, node: cst.CSTNode, name: str) -> str:
-        """`Tensor` (or `Tensor.x`) where it is the module's `Tensor`, bound once, to a CUDA
-        name: that name. The scope analysis calls it `Tensor`; the alias is only exact when
-        the module's one assignment is the only binding the use sees."""
+        """`Tensor` (or `Tensor.x`) where it is the `Tensor` of the module or of a function,
+        bound there once, to a CUDA name: that name. The scope analysis calls it `Tensor` (or
+        `train.<locals>.Tensor`); the alias is only exact when that one assignment is the only
+        binding the use sees."""
         root = patterns.chain_root(node)
         if type(root) is not cst.Name or root.value not in self.value_aliases:
             return name
-        local, _, rest = name.partition(".")
         scope = self.scopes.get(root)
-        if local != root.value or scope is None:
-            return name  # bound in a function or class (`f.<locals>.Tensor`): another name
-        if len(scope.globals.assignments[root.value]) != 1:
+        if scope is None:
             return name
-        alias = self.value_aliases[root.value]
+        bound = _binding_scope(scope, root.value)
+        if bound is None or len(bound.assignments[root.value]) != 1:
+            return name
+        path = () if isinstance(bound, GlobalScope) else self._scope_path(bound)
+        alias = self.value_aliases.in_scope(root.value, path) if path is not None else None
+        if alias is None or not name.endswith(root.value) and f"{root.value}." not in name:
+            return name
+        rest = name.split(f"{root.value}.", 1)[1] if f"{root.value}." in name else ""
         return f"{alias}.{rest}" if rest else alias
+
+    def _scope_path(self, scope: Any) -> Scope | None:
+        """The walk's scope path (ids of the enclosing functions and classes) of a function's
+        scope, or None for another kind (a class's, a comprehension's)."""
+        if not isinstance(scope, FunctionScope):
+            return None
+        path = []
+        while not isinstance(scope, GlobalScope):
+            if isinstance(scope, (FunctionScope, ClassScope)):
+                path.append(id(scope.node))
+            scope = scope.parent
+        return tuple(reversed(path))
 
     def _is_bound(self, name: cst.Name) -> bool:
         scope = self.scopes.get(name)

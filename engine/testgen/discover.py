@@ -102,6 +102,20 @@ class Inventory:
         ]
 
 
+TEST_FOLDERS = frozenset({"tests", "test"})
+
+
+def is_test_file(relative: Path) -> bool:
+    """A test of the repository, by pytest's conventions: in a `tests`/`test` folder, or a
+    `test_*.py`, `*_test.py` or `conftest.py` file (its functions are no program's code)."""
+    name = relative.name
+    return (
+        bool(TEST_FOLDERS & set(relative.parts[:-1]))
+        or name == "conftest.py"
+        or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+    )
+
+
 def source_files(root: Path, suite_dir: Path) -> list[Path]:
     """The repository's Python files and Jupyter notebooks, without its tests and this suite."""
     paths, _ = sources.discover(root, notebooks=True)
@@ -109,7 +123,7 @@ def source_files(root: Path, suite_dir: Path) -> list[Path]:
     return [
         p
         for p in paths
-        if suite_dir not in p.resolve().parents and "tests" not in p.relative_to(root).parts[:-1]
+        if suite_dir not in p.resolve().parents and not is_test_file(p.relative_to(root))
     ]
 
 

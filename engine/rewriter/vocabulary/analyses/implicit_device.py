@@ -20,6 +20,7 @@ import libcst as cst
 from libcst.metadata import Assignment
 
 from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter.loops import LoopSettings
 from pytpu.engine.rewriter.resolve import ScopeResolver
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis, hand_updates
 from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
@@ -111,7 +112,7 @@ def _find(walk) -> Program | None:
     found = Program(meta, resolver.qualified_names, loaders, evidence)
     for module in _optimized(found):
         found.models[module] = False
-    for call in _optimizers(found):
+    for call in _optimizers(found, walk.index.loop_settings):
         found.tensors |= hand_updates.given(meta, evidence, call.args[0].value).tensors
     hand = hand_updates.find(meta, evidence)
     for module in hand.modules:
@@ -137,16 +138,29 @@ def _shared(meta: Metadata) -> set[Assignment]:
     }
 
 
-def _optimizers(found: Program) -> list[cst.Call]:
-    """The calls that build a torch optimizer from what their first argument gives."""
+def _optimizers(found: Program, settings: LoopSettings) -> list[cst.Call]:
+    """The calls that build an optimizer from what their first argument gives: torch's, or a
+    call assigned to an optimizer's name (`optimizer1 = SGDScheduleFree([weight1])`: a
+    library's or the repository's own subclass of torch's Optimizer)."""
+    named = {
+        id(node.value)
+        for node in found.meta.of_type(cst.Assign)
+        if len(node.targets) == 1
+        and type(node.targets[0].target) is cst.Name
+        and node.targets[0].target.value in settings.optimizers
+        and node.targets[0].target.value not in settings.schedulers
+    }
     return [
         call
         for call in found.meta.of_type(cst.Call)
         if call.args
         and call.args[0].keyword is None
-        and any(
-            q.startswith("torch.optim.") and ".lr_scheduler." not in q
-            for q in found.qualified(call.func)
+        and (
+            id(call) in named
+            or any(
+                q.startswith("torch.optim.") and ".lr_scheduler." not in q
+                for q in found.qualified(call.func)
+            )
         )
     ]
 

@@ -551,7 +551,7 @@ class Harness(RepositoryFiles):
         signature = inspect.signature(cls)
         if all(p.default is not p.empty for p in signature.parameters.values()):
             return {}
-        detail = "; ".join(problems) or "it is never constructed"
+        detail = "; ".join(dict.fromkeys(problems)) or "it is never constructed"  # (once each)
         raise UnitUnavailable(f"no constructor arguments known when the run ended ({detail})")
 
 

@@ -9,6 +9,7 @@ test's `support.Suite`: its settings and recordings).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -26,6 +27,12 @@ def pytest_configure(config: pytest.Config) -> None:
     kind = os.environ.get("PYTPU_DEVICE", "cpu").strip().lower()
     if kind not in DEVICES:
         raise pytest.UsageError(f"PYTPU_DEVICE={kind!r}: use one of {', '.join(DEVICES[:-1])}")
+    if kind != "cpu" and importlib.util.find_spec("torch") is None:
+        # (PyTPU itself installs without torch: its Python is not the programs')
+        raise pytest.UsageError(
+            f"PYTPU_DEVICE={kind}: this Python has no torch; run the suite with the python of"
+            " an environment with the programs' requirements and the target's torch"
+        )
     if kind == "tpu":
         _tpu_or_its_stand_in()
 
@@ -34,8 +41,6 @@ def _tpu_or_its_stand_in() -> None:
     """On 'tpu' without TorchTPU (no TPU here), the tests and the programs they start run on
     PyTPU's CPU stand-in for the device: loaded here, and in each child through torch's backend
     autoload (a folder of its entry point, which the children's start-up puts on sys.path)."""
-    import importlib.util
-
     if importlib.util.find_spec("torch_tpu") is not None:
         return
     import atexit
