@@ -33,3 +33,26 @@ CONDITIONS.register(
         on_arguments=True,
     )
 )
+
+
+def _keywords_only_without(args: list[cst.Arg], keywords: list[str], walk: object) -> bool:
+    """No positional argument (it may be the one named), no `*`/`**` unpacking (it may hold
+    it), and none of the keywords."""
+    return all(a.keyword is not None and a.star == "" for a in args) and _without_keywords(
+        args, keywords, walk
+    )
+
+
+CONDITIONS.register(
+    Condition(
+        name="keywords_only_without",
+        doc="(for `$*rest`) only keyword arguments, none of them one of the listed ones, and no"
+        " `*args`/`**kwargs` that may hold one",
+        check=_keywords_only_without,
+        parameter={"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/identifier"}},
+        describe=lambda names: (
+            "keyword arguments only, without " + ", ".join(f"`{v}`" for v in names)
+        ),
+        on_arguments=True,
+    )
+)
