@@ -278,9 +278,10 @@ class ScopeResolver:
             return name
         path = () if isinstance(bound, GlobalScope) else self._scope_path(bound)
         alias = self.value_aliases.in_scope(root.value, path) if path is not None else None
-        if alias is None or not name.endswith(root.value) and f"{root.value}." not in name:
+        dotted = patterns.dotted_name(node)
+        if alias is None or dotted is None:
             return name
-        rest = name.split(f"{root.value}.", 1)[1] if f"{root.value}." in name else ""
+        _, _, rest = dotted.partition(".")  # (`Tensor.x`: the alias's own attribute)
         return f"{alias}.{rest}" if rest else alias
 
     def _scope_path(self, scope: Any) -> Scope | None:
