@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,13 +48,17 @@ def _environment(folder: Path, wheels: dict[str, Path], *more: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory, wheels) -> Path:
-    return _environment(tmp_path_factory.mktemp("install") / "venv", wheels, *TORCH_PAIR)
+def installed(tmp_path_factory, wheels) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("install")
+    yield _environment(folder / "venv", wheels, *TORCH_PAIR)
+    shutil.rmtree(folder)  # about 8 GB: a machine's disk would not hold a few runs' worth
 
 
 @pytest.fixture(scope="module")
-def bare(tmp_path_factory, wheels) -> Path:
-    return _environment(tmp_path_factory.mktemp("bare") / "venv", wheels)
+def bare(tmp_path_factory, wheels) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("bare")
+    yield _environment(folder / "venv", wheels)
+    shutil.rmtree(folder)
 
 
 def _migrate_example(pytpu: Path, target: Path) -> subprocess.CompletedProcess:
@@ -119,7 +125,11 @@ def test_pytpu_alone_installs_no_torch_its_cli_works_and_the_main_job_builds_the
     assert "+import torch_xla" in diff.stdout, diff.stdout[-2000:] + diff.stderr[-2000:]
     # The main job puts the target's torch pair in an environment of its own, once, and runs
     # the example over it; PyTPU's own environment stays without torch.
-    done = _migrate_example(pytpu, tmp_path / "example")
+    try:
+        done = _migrate_example(pytpu, tmp_path / "example")
+    finally:
+        # The pair's environment (about 8 GB, under the run's HOME) outlives no run.
+        shutil.rmtree(tmp_path / ".cache", ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads((tmp_path / "example" / ".pytpu" / "report.json").read_text())
     environment = report["environment"]
