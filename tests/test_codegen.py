@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytpu.engine.rewriter import codegen, patterns
+from pytpu.engine.rewriter import codegen, cst_nodes
 
 SOURCES = [
     # header comments, a docstring, imports, a def, a class, a footer comment
@@ -39,7 +39,7 @@ def test_focused_generation_equals_whole_module_generation(source: str, data) ->
     statements = list(module.body)
     focus = data.draw(st.sets(st.sampled_from(statements)), label="focus")
     focus_ids = frozenset(id(s) for s in focus)
-    inside = [n for s in focus for n in patterns.walk(s)]
+    inside = [n for s in focus for n in cst_nodes.walk(s)]
     wanted = {
         id(n) for n in data.draw(st.lists(st.sampled_from(inside)) if inside else st.just([]))
     }

@@ -20,7 +20,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from pytpu.engine.rewriter import checkout
+from pytpu.engine.rewriter import checkout, single_file
 from pytpu.engine.rewriter.transform import TransformResult
 
 CUDA_LINE = "x = torch.zeros(3).cuda()\n"
@@ -481,7 +481,7 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
     involved = {(f.rule.id, f.line) for f in expected_findings if f.case.changes_code}
     assert involved  # the check below is not vacuous
 
-    real = checkout.transform_module
+    real = single_file.transform_module
 
     def broken(module: cst.Module, *args, **kwargs) -> TransformResult:
         result = real(module, *args, **kwargs)
@@ -490,7 +490,7 @@ def test_unparsable_output_is_never_written(tmp_path: Path, monkeypatch, breaker
             module=broken_module, findings=result.findings, code=broken_module.code
         )
 
-    monkeypatch.setattr(checkout, "transform_module", broken)
+    monkeypatch.setattr(single_file, "transform_module", broken)
     before = path.read_bytes()
     names_before = set(snapshot(tmp_path))
 
@@ -514,7 +514,7 @@ def test_unparsable_black_output_is_never_written(tmp_path: Path, monkeypatch) -
     put(tmp_path / "pyproject.toml", "[tool.black]\n")
     path = put(tmp_path / "m.py", SIMPLE)
     monkeypatch.setattr(
-        checkout, "format_changed", lambda before, after, *a, **k: after + "def (\n"
+        single_file, "format_changed", lambda before, after, *a, **k: after + "def (\n"
     )
 
     files = by_path(checkout.run(tmp_path, write=True))

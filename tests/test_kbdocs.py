@@ -85,11 +85,11 @@ def test_schema_vocabulary_is_current() -> None:
 
 
 def test_every_vocabulary_entry_is_documented_and_in_the_schema() -> None:
-    from pytpu.engine.rewriter.vocabulary import REGISTRIES
+    from pytpu.engine.rewriter.vocabulary import WORDS
 
     text = kbdocs.render()
     schema_text = kbdocs.render_schema()
-    for registry in REGISTRIES:
+    for registry in WORDS:
         for entry in registry:
             assert f"| `{entry.name}` |" in text, f"{registry.title}: {entry.name}"
             assert f'"{entry.name}"' in schema_text, f"{registry.title}: {entry.name}"

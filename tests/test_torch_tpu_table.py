@@ -13,7 +13,7 @@ import zipfile
 import libcst as cst
 import pytest
 
-from pytpu.engine.rewriter import kb, patterns
+from pytpu.engine.rewriter import cst_nodes, kb
 
 KB = kb.default()
 TABLE_FILE = "torch_tpu/_internal/public_api.py"
@@ -60,8 +60,8 @@ def written_tpu_names() -> dict[str, set[str]]:
         for case in rule.cases:
             if case.template is None:
                 continue
-            for node in patterns.walk(case.template):
-                name = patterns.dotted_name(node) if isinstance(node, cst.Attribute) else None
+            for node in cst_nodes.walk(case.template):
+                name = cst_nodes.dotted_name(node) if isinstance(node, cst.Attribute) else None
                 if name and name.startswith("torch.tpu"):
                     found.setdefault(rule.id, set()).add(name)
     return found

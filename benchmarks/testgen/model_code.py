@@ -10,7 +10,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from pytpu.engine.rewriter.patterns import dotted_name
+from pytpu.engine.rewriter.cst_nodes import dotted_name
 from pytpu.engine.testgen import discover
 
 

@@ -13,7 +13,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from benchmarks.testgen.model_code import import_aliases, model_classes
-from pytpu.engine.rewriter.patterns import dotted_name
+from pytpu.engine.rewriter.cst_nodes import dotted_name
 
 OPERATORS = ("activation", "constant", "binop", "residual", "transpose")
 

@@ -1,5 +1,5 @@
 """The report document: what the main job did, as data (JSON), from the stages' typed results
-(`migrate.Stages`); the only place that turns them into the report's dictionary.
+(`stages.Stages`); the only place that turns them into the report's dictionary.
 
 `markdown.render` turns it into the page a reviewer reads; the bot posts that page as the pull
 request's body. Nothing here runs anything.
@@ -9,17 +9,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytpu.engine.reporting import review as review_items
 from pytpu.engine.rewriter import kbdocs
 from pytpu.engine.rewriter.checkout import RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
-from pytpu.engine.testgen import accelerator
-
-if TYPE_CHECKING:  # the pipeline imports this module: its types are for the annotations only
-    from pytpu.engine.migrate import BenchmarkRun, BenchmarkRuns, Stages
-    from pytpu.engine.testgen import ProgramsResult
+from pytpu.engine.stages import BenchmarkRun, BenchmarkRuns, Stages
+from pytpu.engine.testgen import ProgramsResult, accelerator
 
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
 DOCS_URL = "https://github.com/pytpu/pytpu/blob/main/docs/kb.md"
@@ -181,7 +178,7 @@ def parity_by_program(section: dict[str, Any], generated: ProgramsResult) -> dic
 def build(stages: Stages) -> dict[str, Any]:
     """The report document (what `.pytpu/report.json` holds) from every stage's typed result.
 
-    A new section: its data in a stage's result (`engine/migrate.py`), its key here and in
+    A new section: its data in a stage's result (`engine/stages.py`), its key here and in
     `report.schema.json`, and a partial in `templates/` included from `report.md.j2`."""
     start, migration = stages.start, stages.migration
     return {

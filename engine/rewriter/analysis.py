@@ -9,14 +9,14 @@ rewrite pass carries out, and the path to it, so that pass only walks where ther
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter import cst_nodes, devices, patterns
 from pytpu.engine.rewriter.dataflow import DeviceVariables, OptimizerOrder, parameters_receiver
 from pytpu.engine.rewriter.findings import (
     CONVERTED,
@@ -31,6 +31,10 @@ from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.loops import DEVICE_WORDS, LoopAnalyzer, LoopPlan
 from pytpu.engine.rewriter.resolve import Resolver
+from pytpu.engine.rewriter.vocabulary import PositionMark
+from pytpu.engine.rewriter.vocabulary.contract import Fact
+
+T = TypeVar("T")
 
 # Fields whose names are not uses of a name: `x.attr`, `f(keyword=...)`.
 _NOT_USES = frozenset({"attr", "keyword"})
@@ -57,6 +61,7 @@ class FileAnalysis:
         self.index = index
         self.offered = index.by_type  # node type -> the match kinds to try on it
         self.positions = index.positions
+        self.marks_of_type = index.marks_of_type  # node type -> the position marks at it
         self.resolver = resolver
         self.imports = imports
         self.plans: dict[int, SitePlan] = {}
@@ -85,15 +90,14 @@ class FileAnalysis:
         self.optimizer_order = OptimizerOrder()
         self.setups: list[tuple[Finding, RuleCase]] = []  # statements for the top of the module
         self.order = 0  # a counter that orders events in the walk
-        self._launches: bool | None = None  # (computed when a context first asks)
-        self._assigned_attributes: frozenset[str] | None = None  # (likewise)
         self.text = ""
         self.loops: LoopAnalyzer | None = None
         self.device_aware = True
         self.host_training_noted = False  # (a file that places nothing on a device)
         # calls a built-in analysis puts on the device after the walk (the output's device tensors)
-        self.placed_by_analysis: set[int] = set()
+        self._placed: set[int] = set()
         self.module: cst.Module | None = None
+        self._facts: dict[tuple[str, tuple[Hashable, ...]], Any] = {}  # (fact, key) -> value
 
     def run(
         self, module: cst.Module, text: str = "", device_aware: bool | None = None
@@ -125,55 +129,6 @@ class FileAnalysis:
             _writes_device_words(plan.case) for plan in self.plans.values()
         )
 
-    @property
-    def launches(self) -> bool:
-        """Whether the module calls a process launcher (mp.spawn, torch_xla.launch): asked by a
-        context, once, so only files with such a case look (and their text names one first)."""
-        if self._launches is None:
-            self._launches = self._calls_launcher()
-        return self._launches
-
-    @property
-    def assigned_attributes(self) -> frozenset[str]:
-        """The attribute names the module assigns (`self.is_cuda = ...`): there they are its own,
-        not torch's. Asked by a pattern over an attribute, so only files with one look."""
-        if self._assigned_attributes is None:
-            assert self.module is not None
-            self._assigned_attributes = frozenset(
-                target.attr.value
-                for node in patterns.statements(self.module.body)
-                if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
-                for target in _targets(node)
-                if type(target) is cst.Attribute
-            )
-        return self._assigned_attributes
-
-    def _calls_launcher(self) -> bool:
-        assert self.module is not None
-        launchers = self.index.launchers
-        words = {q.rsplit(".", 1)[-1] for q in launchers}
-        if self.text and not any(w in self.text for w in words):
-            return False
-        # The whole file's imports: a context may ask before the walk reached an import below
-        # (`import torch.multiprocessing as mp` after the module's code, or in `main()`), and
-        # the answer is kept for the file.
-        imported = {
-            local: path
-            for node in patterns.walk(self.module)
-            if type(node) is cst.Import or type(node) is cst.ImportFrom
-            for local, path in bound_paths(node)
-        }
-        for node in patterns.walk(self.module):
-            if type(node) is cst.Call and patterns.last_name(node.func) in words:
-                # (by what it refers to: Lightning's `fabric.launch()` launches nothing here)
-                if self.resolver.qualified_names(node.func) & launchers:
-                    return True
-                root, _, rest = (patterns.dotted_name(node.func) or "").partition(".")
-                path = imported.get(root)
-                if path is not None and ".".join(filter(None, (path, rest))) in launchers:
-                    return True
-        return False
-
     def _visit(self, node: cst.CSTNode) -> None:
         # Types are compared with `is`: libcst's node classes are ABCs, and isinstance on them
         # is the slowest thing a walk over every node can do.
@@ -194,6 +149,9 @@ class FileAnalysis:
         handler = self._handlers.get(kind)
         if handler is not None:
             handler(node)
+        marks = self.marks_of_type.get(kind)
+        if marks is not None:
+            self._mark_positions(node, marks)
         if id(node) not in self.claimed and (kind in self.offered or id(node) in self.marks):
             self._match(node, kind)
         self.order += 1
@@ -204,7 +162,7 @@ class FileAnalysis:
         opens_scope = kind in _SCOPES
         if opens_scope:
             self._set_scope((*self.scope, id(node)))
-        visit, is_node = self._visit, patterns.is_node
+        visit, is_node = self._visit, cst_nodes.is_node
         for name in _child_fields(kind):
             value = getattr(node, name)
             if type(value) is tuple or type(value) is list:
@@ -290,7 +248,7 @@ class FileAnalysis:
         return {
             cst.FunctionDef: lambda n: self._bind(n.name),
             cst.ClassDef: self._on_class,
-            cst.Call: self._mark_call_positions,
+            cst.Call: self._on_call,
             cst.Assign: self._on_assign,
             cst.AnnAssign: self._on_annotated_assign,
             cst.AugAssign: lambda n: self._bind(n.target),
@@ -301,14 +259,13 @@ class FileAnalysis:
             cst.Param: self._on_param,
             cst.Global: self._on_global,
             cst.Nonlocal: self._on_global,
-            cst.DictElement: self._on_dict_element,
             cst.Expr: self._on_expr,
             cst.If: self._on_if,
         }
 
     def _on_assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._mark_assignment(target.target, node.value)
+            self._bind(target.target)
             if self.loops is not None:
                 self.loops.note_assignment(target.target, node.value)
         if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
@@ -324,15 +281,12 @@ class FileAnalysis:
                 self.resolver.record_value_alias(name, alias)
 
     def _on_annotated_assign(self, node: cst.AnnAssign) -> None:
-        if node.value is None:
-            self._bind(node.target)
-        else:
-            self._mark_assignment(node.target, node.value)
+        self._bind(node.target)
 
     def _cuda_alias(self, value: cst.CSTNode) -> str | None:
         """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the CUDA name it may hold."""
         for candidate in devices.device_subexpressions(value):
-            text = patterns.dotted_name(candidate)
+            text = cst_nodes.dotted_name(candidate)
             if text and ("cuda" in text or text.split(".")[0] in self.namespace_aliases):
                 for name in self.resolver.qualified_names(candidate):
                     if name.startswith("torch.cuda."):
@@ -341,19 +295,10 @@ class FileAnalysis:
 
     def _on_param(self, node: cst.Param) -> None:
         self._bind(node.name)
-        if node.default is not None and self.positions.is_device_name(node.name.value):
-            self._mark_device(node.default)
 
     def _on_global(self, node: cst.Global | cst.Nonlocal) -> None:
         for item in node.names:
             self._bind(item.name, scope=())  # it binds the outer name
-
-    def _on_dict_element(self, node: cst.DictElement) -> None:
-        key = node.key
-        if type(key) is cst.SimpleString and self.positions.is_device_name(
-            str(key.evaluated_value)
-        ):
-            self._mark_device(node.value)
 
     def _on_name(self, node: cst.Name) -> None:
         self.imports.uses[node.value] += 1
@@ -367,7 +312,7 @@ class FileAnalysis:
         self.statement_values.add(id(node.value))
 
     def _on_if(self, node: cst.If) -> None:
-        nodes = list(patterns.walk(node.test))
+        nodes = list(cst_nodes.walk(node.test))
         self.rank_guards.append(self.index.rank_guards.is_guard(nodes, self.resolver))
         if any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in nodes):
             self.contexts.append("T")  # `if step % log_every == 0:` throttles what it holds
@@ -412,65 +357,30 @@ class FileAnalysis:
             return False
         return any(
             local == name
-            for statement in patterns.statements(self.path[handler - 1].body.body)
+            for statement in cst_nodes.statements(self.path[handler - 1].body.body)
             if type(statement) is cst.Import or type(statement) is cst.ImportFrom
             for local, _ in bound_paths(statement)
         )
 
-    def _mark_device(self, node: cst.CSTNode) -> None:
-        for sub in devices.device_subexpressions(node):
-            self._mark(sub, "device")
+    def _mark_positions(self, node: cst.CSTNode, marks: tuple[PositionMark, ...]) -> None:
+        """Mark the nodes in each position the node's children can be in (the vocabulary's
+        position marks): the match kinds of a mark are offered them when the walk gets there."""
+        for mark in marks:
+            for found in mark.find(self, node):
+                self.marks.setdefault(id(found), []).append(mark.name)
 
-    def _mark(self, node: cst.CSTNode, mark: str) -> None:
-        """Offer the node to the match kinds of this mark when the walk reaches it."""
-        self.marks.setdefault(id(node), []).append(mark)
-
-    def _mark_call_positions(self, node: cst.Call) -> None:
-        for arg in node.args:
-            if arg.keyword is not None:
-                if arg.keyword.value in self.positions.keywords:
-                    self._mark_device(arg.value)
-                elif arg.keyword.value in self.positions.host_keywords:
-                    self._mark_host(arg.value)
-        first = next((a for a in node.args if a.keyword is None and not a.star), None)
+    def _on_call(self, node: cst.Call) -> None:
+        """What a call tells of the optimizer's order: a module moved, an optimizer built."""
         func = node.func
         if type(func) is cst.Attribute and func.attr.value in ("to", "cuda"):
             self._note_move(func.value)
-        if first is None:
-            return
-        if type(func) is cst.Attribute:
-            method = func.attr.value
-            if method in self.positions.first_argument_of_methods or (
-                method == "startswith" and self.positions.is_device_valued(func.value)
-            ):
-                self._mark_device(first.value)
-                self._mark_device_index(first.value)
-                return
-            if method == "add_argument":
-                self._mark_argparse_default(node, first.value)
-                return
-        name = patterns.dotted_name(func)
-        if name is None:
-            return
-        last = name.rsplit(".", 1)[-1]
-        if last in self.positions.first_argument_names:
-            if self.resolver.qualified_names(func) & self.positions.first_argument_of:
-                self._mark_device(first.value)
-        if last[:1].isupper():  # a class: maybe an optimizer
-            self._note_optimizer(node, first.value)
-
-    def _mark_host(self, node: cst.CSTNode) -> None:
-        for sub in devices.device_subexpressions(node):
-            self._mark(sub, "host")
-
-    def _mark_device_index(self, node: cst.CSTNode) -> None:
-        """`.to(rank)`, `.to(self.gpu_id)`: an integer that named a CUDA device."""
-        name = patterns.dotted_name(node)
-        if name is not None and self.positions.is_index_name(name.rsplit(".", 1)[-1]):
-            self._mark(node, "device_index")
+        first = next((a for a in node.args if a.keyword is None and not a.star), None)
+        name = cst_nodes.dotted_name(func)
+        if first is not None and name is not None and name.rsplit(".", 1)[-1][:1].isupper():
+            self._note_optimizer(node, first.value)  # (a class: maybe an optimizer)
 
     def _note_move(self, receiver: cst.CSTNode) -> None:
-        name = patterns.dotted_name(receiver)
+        name = cst_nodes.dotted_name(receiver)
         if name is not None:
             self.optimizer_order.moves.append((name.rsplit(".", 1)[-1], self.scope, self.order))
 
@@ -481,23 +391,6 @@ class FileAnalysis:
         qualified = self.resolver.qualified_names(node.func)
         if any(q.startswith("torch.optim.") and ".lr_scheduler." not in q for q in qualified):
             self.optimizer_order.optimizers.append((module, self.scope, self.order, node))
-
-    def _mark_argparse_default(self, node: cst.Call, flag: cst.BaseExpression) -> None:
-        """`parser.add_argument('--device', default='cuda')`: the default names a device."""
-        if not isinstance(flag, cst.SimpleString) or not isinstance(flag.evaluated_value, str):
-            return
-        dest = flag.evaluated_value.lstrip("-").replace("-", "_")
-        if self.positions.is_device_name(dest):
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value in ("default", "const"):
-                    self._mark_device(arg.value)
-
-    def _mark_assignment(self, target: cst.BaseAssignTargetExpression, value: cst.CSTNode) -> None:
-        if isinstance(target, (cst.Name, cst.Attribute)) and self.positions.is_device_valued(
-            target
-        ):
-            self._mark_device(value)
-        self._bind(target)
 
     # --- matching ----------------------------------------------------------------------------
 
@@ -540,9 +433,14 @@ class FileAnalysis:
         bindings: patterns.Bindings,
         loop: LoopPlan | None = None,
         path: list[int] | None = None,
-        flags: list[RuleCase] = (),
+        flags: Sequence[RuleCase] = (),
+        statement: int | None = None,
     ) -> None:
-        """Record what the rewrite pass does at `node`, and claim what it covers."""
+        """Record what the rewrite pass does at `node`, and claim what it covers. `statement`:
+        the index of the top-level statement that holds it, for a plan made after the walk
+        (the walk's own position otherwise)."""
+        if statement is not None:
+            self.top_index = statement
         if path is None and loop is None and self._written_by_another_rule(case):
             self.claimed.update(id(n) for n in (node, *bindings.covered))
             return
@@ -583,7 +481,7 @@ class FileAnalysis:
         `x.to(torch_xla.device())`, which R-DEV-14 flags before a launch)."""
         seen = {case.rule.id, *(c.rule.id for c in flags)}
         found: list[RuleCase] = []
-        for node in (n for code in _written_code(case) for n in patterns.walk(code)):
+        for node in (n for code in _written_code(case) for n in cst_nodes.walk(code)):
             key = patterns.index_key(node)
             for candidate, pattern in self.index.patterns.get((type(node), key), ()) if key else ():
                 if candidate.changes_code or candidate.rule.id in seen:
@@ -672,17 +570,49 @@ class FileAnalysis:
         # as th`; `th.__future__...`): known once the walk has seen every import.
         self.setups = [(f, c) for f, c in self.setups if not self._has_setup(c.action("setup"))]
 
+    # --- the vocabulary's contract (`vocabulary/contract.py`): what a hook may ask and do -------
+
+    def fact(self, fact: Fact[T], *key: Hashable) -> T:
+        """A fact about this file, computed the first time a hook asks and kept for the file."""
+        cache_key = (fact.name, key)
+        if cache_key not in self._facts:
+            self._facts[cache_key] = fact.compute(self, *key)
+        return self._facts[cache_key]
+
+    def is_claimed(self, node: cst.CSTNode) -> bool:
+        """Whether a plan covers the node already (nothing matches it again)."""
+        return id(node) in self.claimed
+
+    def plan_at(self, node: cst.CSTNode) -> SitePlan | None:
+        return self.plans.get(id(node))
+
+    def planned(self) -> Iterable[SitePlan]:
+        return self.plans.values()
+
+    def declare_device_program(self) -> None:
+        """The file is a device program from now on (an analysis found what it trains): its
+        loops are steps."""
+        self.device_aware = True
+
+    def place_on_device(self, nodes: Iterable[cst.CSTNode]) -> None:
+        """Values an analysis puts on the device after the walk: the rules that look for device
+        tensors see them as a second run would."""
+        self._placed.update(id(node) for node in nodes)
+
+    def placed_by_analysis(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._placed
+
     def defer(self, node: cst.CSTNode, case: RuleCase) -> None:
         """Plan `node` for `case` after the walk, if no other plan took it by then (decisions
         made after the walk included): for the KB's safety nets."""
         self.deferred.append((node, case, [id(n) for n in self.path], self.top_index))
 
-    def claim(self, nodes: list[cst.CSTNode]) -> None:
+    def claim(self, nodes: Iterable[cst.CSTNode]) -> None:
         """Nothing in `nodes` is matched again."""
         self.claimed.update(id(n) for n in nodes)
 
     def claim_subtree(self, node: cst.CSTNode) -> None:
-        self.claimed.update(id(n) for n in patterns.walk(node))
+        self.claimed.update(id(n) for n in cst_nodes.walk(node))
 
 
 _WRITTEN = re.compile(r"^#\s*(PYTPU\d+)\b")  # a comment PyTPU wrote for a reviewer
@@ -733,21 +663,15 @@ class _TemplateNames:
     each dotted name is its own qualified name, and its module prefixes are modules."""
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        name = patterns.dotted_name(node)
+        name = cst_nodes.dotted_name(node)
         return {name} if name else set()
 
     def is_module(self, node: cst.CSTNode) -> bool:
-        name = patterns.dotted_name(node)
+        name = cst_nodes.dotted_name(node)
         return name is not None and name.split(".")[0] in ("torch", "torch_xla")
 
 
 _TEMPLATE_NAMES = _TemplateNames()
-
-
-def _targets(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> list[cst.CSTNode]:
-    if type(node) is cst.Assign:
-        return [t.target for t in node.targets]
-    return [node.target]
 
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -758,7 +682,7 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     uses of a name (`x.attr`, `f(keyword=...)`)."""
     names = _CHILD_FIELDS.get(node_type)
     if names is None:
-        fields = patterns.fields_of(node_type)
+        fields = cst_nodes.fields_of(node_type)
         names = _CHILD_FIELDS[node_type] = tuple(n for n in fields if n not in _NOT_USES)
     return names
 

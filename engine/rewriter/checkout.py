@@ -9,79 +9,31 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
-import difflib
 import gc
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import libcst as cst
 from packaging.version import Version
 
 from pytpu.engine.rewriter import index_cache
 from pytpu.engine.rewriter import kb as kb_module
-from pytpu.engine.rewriter.findings import KINDS, Finding, WrittenComment
-from pytpu.engine.rewriter.formatting import black_mode_for, format_changed
+from pytpu.engine.rewriter.findings import KINDS
+from pytpu.engine.rewriter.formatting import black_mode_for
 from pytpu.engine.rewriter.index import RuleIndex
+from pytpu.engine.rewriter.single_file import (  # noqa: F401 (this module's API since issue 12)
+    FileResult,
+    MigratedSource,
+    OutputDoesNotParse,
+    engine_failure,
+    migrate_source,
+    migrate_text,
+)
 from pytpu.engine.rewriter.sources import SourceError, discover, read_source, write_atomically
-from pytpu.engine.rewriter.transform import preferred_quote, transform_module
-
-if TYPE_CHECKING:  # (notebooks.py imports this module; it is loaded for a notebook only)
-    from pytpu.engine.rewriter.notebooks import NotebookInfo
-
-
-@dataclass
-class FileResult:
-    path: str
-    status: str = "unchanged"  # unchanged | changed | error
-    findings: list[Finding] = field(default_factory=list)
-    error: str | None = None
-    before: str | None = field(default=None, repr=False)
-    after: str | None = field(default=None, repr=False)
-    comments: list[WrittenComment] = field(default_factory=list)  # written into `after`
-    notebook: NotebookInfo | None = field(default=None, repr=False)  # for a .ipynb file
-
-    def label(self) -> str:
-        """The file, and for a notebook the cells changed: `nb.ipynb (cells 2, 5)`."""
-        if self.notebook is None or not self.notebook.cells:
-            return self.path
-        return f"{self.path} ({self.notebook.label()})"
-
-    def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(KINDS, 0)
-        for finding in self.findings:
-            out[finding.kind] += 1
-        return out
-
-    def diff(self) -> str:
-        if self.before is None or self.after is None or self.before == self.after:
-            return ""
-        if self.notebook is not None:  # a diff of the JSON would bury the code: one per cell
-            return self.notebook.diff(self.path)
-        return "".join(
-            difflib.unified_diff(
-                self.before.splitlines(keepends=True),
-                self.after.splitlines(keepends=True),
-                fromfile=f"a/{self.path}",
-                tofile=f"b/{self.path}",
-            )
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        notebook = {} if self.notebook is None else self.notebook.as_dict()
-        return {
-            "path": self.path,
-            "status": self.status,
-            "error": self.error,
-            "counts": self.counts(),
-            "findings": [f.as_dict() for f in self.findings],
-            **notebook,
-        }
 
 
 @dataclass
@@ -145,110 +97,6 @@ def parse_target(text: str) -> tuple[str, str | None]:
     return name, version or None
 
 
-class OutputDoesNotParse(Exception):
-    pass
-
-
-@dataclass
-class MigratedSource:
-    text: str
-    findings: list[Finding]
-    comments: list[WrittenComment]  # the comments written for reviewers, at their lines in text
-
-
-def migrate_source(
-    text: str, index: RuleIndex, path: str = "<string>", black_mode: Any = None
-) -> MigratedSource:
-    """New source for `text`, what was found and the comments written. Raises
-    libcst.ParserSyntaxError on bad input and OutputDoesNotParse if a rule produced code that
-    does not parse."""
-    if not index.may_match(text):
-        return MigratedSource(text, [], [])
-    module = cst.parse_module(text)
-    result = transform_module(module, index, preferred_quote(text), text)
-    new = result.code
-    if new == text:
-        return MigratedSource(text, result.findings, [])
-    new = _keep_final_newline(text, new)
-    _check_parses(new, text, result.findings, path)
-    comments = result.comments
-    if black_mode is not None:
-        formatted = format_changed(text, new, black_mode)
-        _check_parses(formatted, text, result.findings, path)
-        comments = _follow_lines(new, formatted, comments)
-        new = formatted
-    return MigratedSource(new, result.findings, comments)
-
-
-def migrate_text(
-    text: str, index: RuleIndex, path: str = "<string>", black_mode: Any = None
-) -> tuple[str, list[Finding]]:
-    """`migrate_source` without the comments' record: the new text and the findings."""
-    migrated = migrate_source(text, index, path, black_mode)
-    return migrated.text, migrated.findings
-
-
-def _follow_lines(before: str, after: str, comments: list[WrittenComment]) -> list[WrittenComment]:
-    """The comments at their lines once black reformatted the lines around them (a comment
-    line itself is never changed; it moves with the lines before it)."""
-    if before == after:
-        return comments
-    old, new = before.splitlines(), after.splitlines()
-    blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
-    moved = []
-    for comment in comments:
-        index = comment.line - 1
-        line = next(
-            (b + index - a + 1 for a, b, size in blocks if a <= index < a + size), comment.line
-        )
-        moved.append(dataclasses.replace(comment, line=line))
-    return moved
-
-
-def _keep_final_newline(old: str, new: str) -> str:
-    """libcst drops the final newline of a file with CR-only line endings; put it back."""
-    for ending in ("\r\n", "\r", "\n"):
-        if old.endswith(ending):
-            return new if new.endswith(ending) else new + ending
-    return new
-
-
-def _check_parses(new: str, old: str, findings: list[Finding], path: str) -> None:
-    """The interpreter's own compiler judges the output (it parses faster than `ast.parse`, which
-    builds Python objects, and also catches what only compiling finds, such as a `__future__`
-    import moved down); libcst's parser, where the interpreter here could not compile the original
-    either (a newer Python's syntax)."""
-    try:
-        try:
-            _compile(new)
-        except SyntaxError:
-            try:
-                _compile(old)
-            except SyntaxError:
-                cst.parse_module(new)
-                return
-            raise
-    except (cst.ParserSyntaxError, SyntaxError) as exc:
-        line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or "?"
-        involved = ", ".join(
-            sorted({f"{f.rule.id} (line {f.line})" for f in findings if f.case.changes_code})
-        )
-        raise OutputDoesNotParse(
-            f"{path}: the rewrite by {involved or 'the engine'} does not parse at line {line}; "
-            "the file was left unchanged. Please report this with the file."
-        ) from None
-
-
-def _compile(text: str) -> None:
-    """Compile `text` to bytecode; a null byte counts as a syntax error."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # invalid escapes and the like are the user's own
-        try:
-            compile(text, "<rewritten>", "exec", dont_inherit=True)
-        except ValueError as exc:  # (null bytes, before Python 3.12)
-            raise SyntaxError(str(exc)) from None
-
-
 _PYTHON2_SIGNS = (
     "Missing parentheses in call to 'print'",
     "Missing parentheses in call to 'exec'",
@@ -270,16 +118,6 @@ def _parse_error(exc: cst.ParserSyntaxError, text: str) -> str:
     return (
         f"line {line}: not valid Python 3{hint}: {message}; "
         "the file was skipped. Fix its syntax or exclude it"
-    )
-
-
-def engine_failure(rel: str, exc: Exception, what: str) -> str:
-    """The error of a file (`what`: file, notebook) the engine failed on; it costs that one."""
-    if isinstance(exc, RecursionError):
-        return f"{rel}: nested too deeply for the parser; skipped"
-    return (
-        f"{rel}: internal error while migrating ({type(exc).__name__}: {exc}); "
-        f"the {what} was left unchanged. Please report this with the {what}."
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from pytpu.engine.rewriter.patterns import iter_children
+from pytpu.engine.rewriter.cst_nodes import iter_children
 
 Scope = tuple[int, ...]
 

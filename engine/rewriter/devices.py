@@ -14,7 +14,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from pytpu.engine.rewriter.patterns import NameGlobs, dotted_name
+from pytpu.engine.rewriter.cst_nodes import NameGlobs, dotted_name
 
 _CONST_RE = re.compile(r"^cuda(:\d+)?$")
 _TEMPLATE_RE = re.compile(r"^cuda:\{[^{}]*\}$")

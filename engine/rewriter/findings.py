@@ -8,7 +8,7 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter.kb import Rule, RuleCase
+from pytpu.engine.rewriter.vocabulary.contract import Case, Rule
 
 # Finding kinds, as the analyze table counts them (HIPIFY's converted / unconverted).
 CONVERTED, NOTED, FLAGGED, UNKNOWN = "converted", "converted with a note", "flagged", "unknown"
@@ -18,7 +18,7 @@ KINDS = (CONVERTED, NOTED, FLAGGED, UNKNOWN)
 @dataclass
 class Finding:
     rule: Rule
-    case: RuleCase
+    case: Case
     kind: str
     snippet: str
     line: int = 0

@@ -9,8 +9,8 @@ from collections import Counter
 
 import libcst as cst
 
+from pytpu.engine.rewriter.cst_nodes import dotted_name
 from pytpu.engine.rewriter.node_edits import is_import_line
-from pytpu.engine.rewriter.patterns import dotted_name
 
 
 def _dotted_expr(text: str) -> cst.BaseExpression:

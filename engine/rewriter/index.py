@@ -4,16 +4,24 @@ match at all."""
 
 from __future__ import annotations
 
+import graphlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter import cst_nodes, devices, patterns
 from pytpu.engine.rewriter.kb import KnowledgeBase, Rule, RuleCase
 from pytpu.engine.rewriter.loops import LoopSettings
 from pytpu.engine.rewriter.resolve import PublicPaths
-from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, BuiltinAnalysis, MatchKind
+from pytpu.engine.rewriter.vocabulary import (
+    ANALYSES,
+    MARKS,
+    MATCH_KINDS,
+    BuiltinAnalysis,
+    MatchKind,
+    PositionMark,
+)
 from pytpu.engine.rewriter.vocabulary.matches.patterns import PATTERN
 
 # (kind, its cases), in the order the kinds are tried
@@ -40,12 +48,19 @@ class RuleIndex:
             # The most specific pattern is tried first; KB order breaks ties.
             candidates.sort(key=lambda item: -_specificity(item[0], item[1]))
         self.by_type, self.by_mark = self._offers()
+        # node type -> the position marks the walk puts on its children there, in their order
+        marks_of_type: dict[type, list[PositionMark]] = defaultdict(list)
+        for mark in MARKS:
+            for node_type in mark.node_types:
+                marks_of_type[node_type].append(mark)
+        self.marks_of_type = {t: tuple(found) for t, found in marks_of_type.items()}
         self.bare_names = self._bare_names()
-        # (analysis, its case) for the analyses that plan loops, in registry order
+        # (analysis, its case) for the analyses that plan loops, and those with a hook before
+        # or after the walk: in the order their `after` declares (by name where it is silent)
         self.loop_analyses: list[tuple[BuiltinAnalysis, RuleCase]] = []
         self.before_walk: list[tuple[BuiltinAnalysis, RuleCase]] = []
         self.after_walk: list[tuple[BuiltinAnalysis, RuleCase]] = []
-        for case in self.cases.get("engine", ()):
+        for case in _declared_order(self.cases.get("engine", ())):
             if case.analysis.takes_loop is not None:
                 self.loop_analyses.append((case.analysis, case))
             if case.analysis.before_walk is not None:
@@ -95,6 +110,10 @@ class RuleIndex:
                 by_type[node_type].append((kind, found))
             for mark in kind.marks:
                 by_mark[mark].append((kind, found))
+            if kind.marks_of is not None:  # (`match: {marked: NAME}`: each case its marks)
+                for mark in dict.fromkeys(m for case in found for m in kind.marks_of(case)):
+                    named = tuple(case for case in found if mark in kind.marks_of(case))
+                    by_mark[mark].append((kind, named))
         return dict(by_type), dict(by_mark)
 
     def _bare_names(self) -> frozenset[str] | None:
@@ -172,10 +191,10 @@ def _required_words(case: RuleCase, kb: KnowledgeBase) -> list[set[frozenset[str
 def _specificity(case: RuleCase, pattern: cst.CSTNode) -> int:
     """How much a pattern pins down: literals, keyword arguments and conditions."""
     score = len(case.where) + (1 if case.context else 0)
-    for node in patterns.walk(pattern):
+    for node in cst_nodes.walk(pattern):
         if isinstance(node, cst.Arg) and node.keyword is not None:
             score += 1
-        elif patterns.is_literal(node) and not isinstance(node, cst.Name):
+        elif cst_nodes.is_literal(node) and not isinstance(node, cst.Name):
             score += 1
     return score
 
@@ -184,10 +203,30 @@ def _pattern_roots(case: RuleCase) -> set[str]:
     """Root names of the dotted names a case's patterns look for (`torch` in `torch.cuda.x()`)."""
     roots: set[str] = set()
     for pattern in case.patterns:
-        for node in patterns.walk(pattern):
+        for node in cst_nodes.walk(pattern):
             if isinstance(node, cst.Attribute) and patterns.is_qualified_pattern(node):
-                roots.add(patterns.dotted_name(node).split(".")[0])
+                roots.add(cst_nodes.dotted_name(node).split(".")[0])
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
                 if patterns.wildcard_name(node.func) is None:
                     roots.add(node.func.value)
     return roots
+
+
+def _declared_order(cases: Iterable[RuleCase]) -> list[RuleCase]:
+    """The analyses' cases ordered so that each comes after those its analysis names in
+    `after` (an analysis no rule of this target uses is not waited for); ties by name, then by
+    the KB's order of the cases of one analysis."""
+    cases = list(cases)
+    names = {case.analysis.name for case in cases}
+    sorter = graphlib.TopologicalSorter(
+        {name: [a for a in ANALYSES[name].after if a in names] for name in names}
+    )
+    sorter.prepare()  # (raises graphlib.CycleError for analyses that wait for each other)
+    order: list[str] = []
+    ready: list[str] = []
+    while sorter.is_active():
+        ready = sorted({*ready, *sorter.get_ready()})  # (each is handed out once)
+        order.append(ready.pop(0))
+        sorter.done(order[-1])
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(cases, key=lambda case: rank[case.analysis.name])

@@ -22,7 +22,8 @@ import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
+from pytpu.engine.rewriter.kb_files import KBError, kb_dir
 from pytpu.engine.rewriter.vocabulary import (
     ACTIONS,
     ANALYSES,
@@ -40,22 +41,13 @@ from pytpu.engine.rewriter.vocabulary.matches.patterns import PATTERN
 DEFAULT_TARGET = "torch_xla"
 # Data tables in kb/ that are not rule families, by the file's stem; each is checked against
 # kb/<stem>.schema.json, and every rule it names must exist.
-TABLES = ("device_api", "targets")
+TABLES = ("device_api", "targets", "torch_api")
 # The keys of a device_api entry that name a rule, by what the rule does to the name.
 DEVICE_API_RULE_KEYS = ("rewrite", "note", "flag")
 # The version each target migrates to, by default (kb/targets.yaml holds what each one needs).
 TARGET_VERSIONS = {"torch_xla": Version("2.9"), "torch_tpu": Version("0.2.0")}
 # Minutes of review a finding costs a person, by the effort its diagnostic states.
 EFFORT_MINUTES = {"none": 0, "low": 5, "medium": 30, "high": 120}
-
-
-class KBError(ValueError):
-    """A knowledge-base file that cannot be used. The message names the file and the rule."""
-
-    def __init__(self, path: str, rule_id: str | None, problem: str):
-        where = f"{path}: rule {rule_id}" if rule_id else path
-        super().__init__(f"{where}: {problem}")
-        self.path, self.rule_id, self.problem = path, rule_id, problem
 
 
 @dataclass(frozen=True)
@@ -150,16 +142,6 @@ class KnowledgeBase:
     def select(self, target: str = DEFAULT_TARGET, version: Version | None = None) -> list[Rule]:
         version = version or TARGET_VERSIONS[target]
         return [r for r in self.rules if r.valid_for(target, version)]
-
-
-def kb_dir() -> Path:
-    """The installed `kb/` folder (a data-only namespace package: no code, so no resources API)."""
-    import pytpu.kb
-
-    for entry in pytpu.kb.__path__:
-        if (Path(entry) / "schema.json").is_file():
-            return Path(entry)
-    raise KBError("kb/", None, "the knowledge base is not installed (no kb/schema.json)")
 
 
 @cache
@@ -330,7 +312,7 @@ def _actions(action: Any) -> tuple[tuple[Action, Any], ...]:
 
 def _wildcards(node: cst.CSTNode) -> set[str]:
     found: set[str] = set()
-    for sub in patterns.walk(node):
+    for sub in cst_nodes.walk(node):
         if type(sub) is cst.Name:
             name = patterns.wildcard_name(sub)
             if name:

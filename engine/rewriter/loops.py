@@ -24,7 +24,7 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
 
 _LOOPS = (cst.For, cst.While)
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -46,10 +46,10 @@ def step_words(kb: Any) -> set[frozenset[str]]:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    optimizers: patterns.NameGlobs
-    schedulers: patterns.NameGlobs
-    models: patterns.NameGlobs
-    loaders: patterns.NameGlobs
+    optimizers: cst_nodes.NameGlobs
+    schedulers: cst_nodes.NameGlobs
+    models: cst_nodes.NameGlobs
+    loaders: cst_nodes.NameGlobs
     barriers: frozenset[str]  # calls (qualified names) that end a step
     device_loaders: frozenset[str]  # loader wrappers that sync at every batch
     loader_classes: frozenset[str]  # what builds a DataLoader
@@ -57,7 +57,7 @@ class LoopSettings:
     model_classes: frozenset[str] = frozenset()  # the file's subclasses of these make models
     # calls of framework objects that hand back loaders already on the device, syncing at
     # every batch (`accelerator.prepare`, `fabric.setup_dataloaders`), as dotted-name globs
-    preparing_calls: patterns.NameGlobs = patterns.NameGlobs(())
+    preparing_calls: cst_nodes.NameGlobs = cst_nodes.NameGlobs(())
 
     @staticmethod
     def last_names(names: frozenset[str]) -> frozenset[str]:
@@ -67,16 +67,18 @@ class LoopSettings:
     @classmethod
     def from_kb(cls, data: dict) -> LoopSettings:
         return cls(
-            optimizers=patterns.NameGlobs(data.get("optimizer_names", [])),
-            schedulers=patterns.NameGlobs(data.get("scheduler_names", [])),
-            models=patterns.NameGlobs(data.get("model_names", []), data.get("not_model_names", [])),
-            loaders=patterns.NameGlobs(data.get("loader_names", [])),
+            optimizers=cst_nodes.NameGlobs(data.get("optimizer_names", [])),
+            schedulers=cst_nodes.NameGlobs(data.get("scheduler_names", [])),
+            models=cst_nodes.NameGlobs(
+                data.get("model_names", []), data.get("not_model_names", [])
+            ),
+            loaders=cst_nodes.NameGlobs(data.get("loader_names", [])),
             barriers=frozenset(data.get("barriers", [])),
             device_loaders=frozenset(data.get("device_loaders", [])),
             loader_classes=frozenset(data.get("loader_classes", [])),
             iterator_wrappers=frozenset(data.get("iterator_wrappers", [])),
             model_classes=frozenset(data.get("model_classes", [])),
-            preparing_calls=patterns.NameGlobs(data.get("preparing_calls", [])),
+            preparing_calls=cst_nodes.NameGlobs(data.get("preparing_calls", [])),
         )
 
 
@@ -121,18 +123,18 @@ class LoopAnalyzer:
         accelerator.prepare(model, loader)`: as one the framework already syncs."""
         if type(value) is not cst.Call:
             return
-        func, dotted = value.func, patterns.dotted_name(value.func)
+        func, dotted = value.func, cst_nodes.dotted_name(value.func)
         if type(func) is cst.Attribute and dotted and dotted in self.settings.preparing_calls:
             targets = target.elements if type(target) in (cst.Tuple, cst.List) else [target]
             for element in targets:
-                name = patterns.last_name(getattr(element, "value", element))
+                name = cst_nodes.last_name(getattr(element, "value", element))
                 if name:
                     self.prepared_variables.add(name)
             return
-        if patterns.last_name(value.func) in self._loader_names:
+        if cst_nodes.last_name(value.func) in self._loader_names:
             names = self.resolver.qualified_names(value.func)
             if names & self.settings.loader_classes:
-                name = patterns.last_name(target)
+                name = cst_nodes.last_name(target)
                 if name:
                     self.loader_variables.add(name)
 
@@ -145,7 +147,7 @@ class LoopAnalyzer:
             self._model_variables = {}
             classes: dict[str, cst.ClassDef] = {}
             assignments: list[cst.Assign] = []
-            for node in patterns.statements(self.module.body):
+            for node in cst_nodes.statements(self.module.body):
                 if type(node) is cst.ClassDef:
                     classes.setdefault(node.name.value, node)
                 elif type(node) is cst.Assign:
@@ -158,7 +160,7 @@ class LoopAnalyzer:
                     continue
                 methods = self._model_methods(value.func, classes)
                 for target in node.targets if methods is not None else ():
-                    name = patterns.last_name(target.target)
+                    name = cst_nodes.last_name(target.target)
                     if name:
                         self._model_variables[name] = methods
         return self._model_variables
@@ -216,15 +218,15 @@ class LoopAnalyzer:
             if kind is cst.Call:
                 marks_step |= self._scan_call(node, summary, depth)
             elif kind is cst.WithItem and type(node.item) is cst.Call:
-                if patterns.last_name(node.item.func) in self._barrier_names:
+                if cst_nodes.last_name(node.item.func) in self._barrier_names:
                     if self.resolver.qualified_names(node.item.func) & self.settings.barriers:
                         summary.barrier = True
-            stack.extend(patterns.iter_children(node))
+            stack.extend(cst_nodes.iter_children(node))
         return marks_step
 
     def _scan_call(self, node: cst.Call, summary: Summary, depth: int) -> bool:
         func = node.func
-        name = patterns.last_name(func)
+        name = cst_nodes.last_name(func)
         if name is None:
             return False
         if (
@@ -232,7 +234,7 @@ class LoopAnalyzer:
         ):  # loss.backward(), scaler.scale(loss).backward()
             summary.backward = True
             return False
-        receiver = patterns.last_name(func.value) if type(func) is cst.Attribute else None
+        receiver = cst_nodes.last_name(func.value) if type(func) is cst.Attribute else None
         if receiver is not None and receiver in self.settings.optimizers:
             if receiver in self.settings.schedulers:
                 return False
@@ -305,7 +307,7 @@ class LoopAnalyzer:
         if type(loop) is not cst.For:
             return None
         iterable = self._unwrapped(loop.iter)
-        name = patterns.last_name(iterable)
+        name = cst_nodes.last_name(iterable)
         if name is None:
             return None
         if name in self.loader_variables or name in self.settings.loaders:
@@ -315,7 +317,7 @@ class LoopAnalyzer:
     def _unwrapped(self, iterable: cst.BaseExpression) -> cst.BaseExpression:
         """`loader` of `enumerate(tqdm(loader))`."""
         while type(iterable) is cst.Call and iterable.args:
-            if patterns.last_name(iterable.func) not in self._wrapper_names:
+            if cst_nodes.last_name(iterable.func) not in self._wrapper_names:
                 break
             if not (self.resolver.qualified_names(iterable.func) & self.settings.iterator_wrappers):
                 break
@@ -325,12 +327,12 @@ class LoopAnalyzer:
     def _iterates_device_loader(self, loop: cst.CSTNode) -> bool:
         if type(loop) is not cst.For:
             return False
-        if patterns.last_name(self._unwrapped(loop.iter)) in self.prepared_variables:
+        if cst_nodes.last_name(self._unwrapped(loop.iter)) in self.prepared_variables:
             return True
-        for node in patterns.walk(loop.iter):
+        for node in cst_nodes.walk(loop.iter):
             if (
                 type(node) is cst.Call
-                and patterns.last_name(node.func) in self._device_loader_names
+                and cst_nodes.last_name(node.func) in self._device_loader_names
             ):
                 if self.resolver.qualified_names(node.func) & self.settings.device_loaders:
                     return True
@@ -353,7 +355,7 @@ def _may_leave(statement: cst.CSTNode) -> bool:
             return True
         if type(node) in _LOOPS or isinstance(node, _DEFINITIONS):
             continue  # a break there leaves the inner loop only
-        stack.extend(patterns.iter_children(node))
+        stack.extend(cst_nodes.iter_children(node))
     return False
 
 

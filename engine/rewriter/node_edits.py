@@ -8,7 +8,7 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
 
 _EMPTY = cst.Module(body=[])
 
@@ -97,8 +97,8 @@ def rebind(
 
     def walk(orig: cst.CSTNode, upd: cst.CSTNode) -> None:
         mapping[id(orig)] = upd
-        orig_children = list(patterns.iter_children(orig))
-        upd_children = list(patterns.iter_children(upd))
+        orig_children = list(cst_nodes.iter_children(orig))
+        upd_children = list(cst_nodes.iter_children(upd))
         if len(orig_children) != len(upd_children):
             return
         for o, u in zip(orig_children, upd_children, strict=True):
@@ -205,7 +205,7 @@ def edit_kwargs(
     for key, value in set_kwargs.items():
         equal = cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space)
         args.append(cst.Arg(keyword=cst.Name(key), value=render(value, None), equal=equal))
-    return call.with_changes(args=patterns.normalise_commas(args))
+    return call.with_changes(args=cst_nodes.normalise_commas(args))
 
 
 def rename_module_import(node: Any, old: str, new: str) -> Any:
@@ -217,22 +217,22 @@ def rename_module_import(node: Any, old: str, new: str) -> Any:
     if isinstance(node, cst.Import):
         names = []
         for alias in node.names:
-            path = patterns.dotted_name(alias.name) or ""
+            path = cst_nodes.dotted_name(alias.name) or ""
             names.append(alias.with_changes(name=dotted(renamed(path))))
         return node.with_changes(names=names)
     if isinstance(node, cst.ImportFrom) and node.module is not None:
-        base = patterns.dotted_name(node.module) or ""
+        base = cst_nodes.dotted_name(node.module) or ""
         if base == old or base.startswith(old + "."):
             return node.with_changes(module=dotted(renamed(base)))
         # from <parent of old> import <last part of old> [as alias]
         if isinstance(node.names, Sequence) and len(node.names) == 1:
             alias = node.names[0]
-            full = f"{base}.{patterns.dotted_name(alias.name)}"
+            full = f"{base}.{cst_nodes.dotted_name(alias.name)}"
             if full == old:
                 parent, _, last = new.rpartition(".")
                 asname = alias.asname or (
-                    cst.AsName(name=cst.Name(patterns.dotted_name(alias.name) or last))
-                    if last != patterns.dotted_name(alias.name)
+                    cst.AsName(name=cst.Name(cst_nodes.dotted_name(alias.name) or last))
+                    if last != cst_nodes.dotted_name(alias.name)
                     else None
                 )
                 return node.with_changes(

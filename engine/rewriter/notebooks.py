@@ -38,17 +38,17 @@ import libcst as cst
 import nbformat
 
 from pytpu.engine.rewriter import ipython, notebook_imports
-from pytpu.engine.rewriter.checkout import (
-    FileResult,
-    MigratedSource,
-    OutputDoesNotParse,
-    _follow_lines,
-    engine_failure,
-    migrate_source,
-)
 from pytpu.engine.rewriter.findings import Finding, WrittenComment
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.notebook_json import SpliceError, replace_sources
+from pytpu.engine.rewriter.single_file import (
+    FileResult,
+    MigratedSource,
+    OutputDoesNotParse,
+    engine_failure,
+    follow_lines,
+    migrate_source,
+)
 from pytpu.engine.rewriter.sources import SourceError, read_source, write_atomically
 
 MARKER = "__pytpu_cell_{}__"
@@ -332,7 +332,7 @@ def _migrate_module(
     gathered = notebook_imports.gather(before, after)
     if gathered != after:
         text = rejoin(gathered, cells)
-        comments = _follow_lines(migrated.text, text, migrated.comments)
+        comments = follow_lines(migrated.text, text, migrated.comments)
         migrated = MigratedSource(text, migrated.findings, comments)
     return migrated
 

@@ -21,7 +21,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
 
 _BUILTINS = frozenset(dir(builtins))
 MODULE_ROOTS = ("torch", "torch_xla")
@@ -156,7 +156,7 @@ class ImportTableResolver:
         )
 
     def _path(self, node: cst.CSTNode) -> tuple[str, str | None] | None:
-        dotted = patterns.dotted_name(node)
+        dotted = cst_nodes.dotted_name(node)
         if dotted is None:
             return None
         root, _, rest = dotted.partition(".")
@@ -256,9 +256,9 @@ class ScopeResolver:
         if found:
             return self.public.add_to({self._through_alias(node, name) for name, _ in found})
         # An unbound root (a fragment without its imports): take the spelling literally.
-        root = patterns.chain_root(node)
+        root = cst_nodes.chain_root(node)
         if isinstance(root, cst.Name) and not self._is_bound(root):
-            literal = patterns.dotted_name(node)
+            literal = cst_nodes.dotted_name(node)
             return {literal} if literal else set()
         return set()
 
@@ -267,7 +267,7 @@ class ScopeResolver:
         bound there once, to a CUDA name: that name. The scope analysis calls it `Tensor` (or
         `train.<locals>.Tensor`); the alias is only exact when that one assignment is the only
         binding the use sees."""
-        root = patterns.chain_root(node)
+        root = cst_nodes.chain_root(node)
         if type(root) is not cst.Name or root.value not in self.value_aliases:
             return name
         scope = self.scopes.get(root)
@@ -278,7 +278,7 @@ class ScopeResolver:
             return name
         path = () if isinstance(bound, GlobalScope) else self._scope_path(bound)
         alias = self.value_aliases.in_scope(root.value, path) if path is not None else None
-        dotted = patterns.dotted_name(node)
+        dotted = cst_nodes.dotted_name(node)
         if alias is None or dotted is None:
             return name
         _, _, rest = dotted.partition(".")  # (`Tensor.x`: the alias's own attribute)

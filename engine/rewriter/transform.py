@@ -61,6 +61,18 @@ class Edit:
         assert isinstance(rendered, cst.BaseExpression)
         return rendered
 
+    def delete(self, node: cst.CSTNode) -> Any:
+        """Remove the statement that holds the site."""
+        return self.rewriter.delete(self, node)
+
+    def insert_after(self, code: str) -> Any:
+        """Add `code` as a statement after the site's (once)."""
+        return self.rewriter.insert_after(self, code)
+
+    def add_statement_after(self, statement: cst.CSTNode) -> None:
+        """The case's replacement as a statement after `statement` (a barrier), once."""
+        self.rewriter.add_statement_after(statement, self.plan.finding, self.case)
+
 
 class Rewriter(cst.CSTTransformer):
     def __init__(self, analysis: FileAnalysis, imports: ImportTracker, quote: str):

@@ -4,27 +4,31 @@ Five registries, one per part of a rule: match kinds (`match: {namespace: [...]}
 (`where:`), contexts (`context:`), actions (`action:`) and the engine's built-in analyses
 (`match: {engine: ...}`). Each entry is one registered object with its name, its description
 for the docs, its implementation and, where it has one, its pre-filter words. The schema's enums
-(`kb/schema.json`) and the vocabulary section of `docs/kb.md` are generated from them.
+(`kb/schema.json`) and the vocabulary section of `docs/kb.md` are generated from them. A sixth
+registry holds the per-file facts the entries share (`facts/`, `contract.Fact`).
 
 Adding an entry is one Python file in the matching sub-package (`conditions/`, `contexts/`,
-`matches/`, `actions/`, `analyses/`) that calls the registry's `register`: every module there is
-imported when the vocabulary is first used.
+`matches/`, `actions/`, `analyses/`, `facts/`) that calls the registry's `register`: every module
+there is imported when the vocabulary is first used. Its hooks receive the protocols of
+`contract.py` (a `Walk`, an `Edit`, a `Case`) and nothing else; `register` checks each hook's
+parameters against the call the engine makes.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import importlib
+import inspect
 import pkgutil
+import types
+import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, TypeVar
 
-if TYPE_CHECKING:
-    import libcst as cst
+import libcst as cst
 
-    from pytpu.engine.rewriter.analysis import FileAnalysis
-    from pytpu.engine.rewriter.kb import KnowledgeBase, RuleCase
-    from pytpu.engine.rewriter.transform import Edit
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Fact, KnowledgeBase, Walk
 
 
 @dataclass(frozen=True)
@@ -34,12 +38,16 @@ class Condition:
     name: str
     doc: str
     # (the bound node, or the arguments a `$*rest` bound; the parameter; the walk, for the KB)
-    check: Callable[[Any, Any, FileAnalysis], bool]
-    parameter: dict[str, Any] | None = None  # JSON schema of the parameter; None: none taken
+    check: Callable[[Any, Any, Walk], bool]
+    # JSON schema of the parameter (or what makes it, once the vocabulary is loaded); None: none
+    parameter: dict[str, Any] | Callable[[], dict[str, Any]] | None = None
     describe: Callable[[Any], str] | None = None  # the condition in words, on a rule's page
     on_arguments: bool = False  # tests the arguments a `$*rest` wildcard bound
     # pre-filter: alternatives of words a file must contain for the condition to hold there
     words: Callable[[Any], set[frozenset[str]]] | None = None
+
+    def parameter_schema(self) -> dict[str, Any] | None:
+        return self.parameter() if callable(self.parameter) else self.parameter
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Context:
 
     name: str
     doc: str
-    holds: Callable[[FileAnalysis], bool]
+    holds: Callable[[Walk], bool]
     # pre-filter: alternatives of words a file must contain for the context to hold anywhere
     words: Callable[[KnowledgeBase], set[frozenset[str]]] | None = None
 
@@ -66,19 +74,20 @@ class MatchKind:
     doc: str
     properties: dict[str, Any] | Callable[[], dict[str, Any]]  # JSON schema of the mapping's keys
     describe: Callable[[dict[str, Any]], str]
-    words: Callable[[RuleCase], frozenset[str]]
-    match: Callable[[FileAnalysis, cst.CSTNode, list[RuleCase]], bool] | None = None
+    words: Callable[[Case], frozenset[str]]
+    match: Callable[[Walk, cst.CSTNode, list[Case]], bool] | None = None
     node_types: tuple[type, ...] = ()
     marks: tuple[str, ...] = ()
+    marks_of: Callable[[Case], tuple[str, ...]] | None = None  # marks a case names itself
     rewrite: Callable[[Edit], Any] | None = None  # None: the case's replace / action
-    finding_kind: Callable[[RuleCase, cst.CSTNode], str | None] | None = None
+    finding_kind: Callable[[Case, cst.CSTNode], str | None] | None = None
     order: int = 50  # kinds offered the same node are tried in this order
-    roots: Callable[[RuleCase], set[str]] = lambda case: set()  # names the resolver must know
+    roots: Callable[[Case], set[str]] = lambda case: set()  # names the resolver must know
     values_of: Callable[[dict[str, Any]], tuple[str, ...]] = lambda match: ()
     # The only values a bare Name it matches can have, given its cases (a name bound by an import
     # or to a CUDA namespace is offered whatever it is); None: any Name. Names are half of all
     # nodes: the walk offers a Name only when some kind may take it.
-    bare_names: Callable[[tuple[RuleCase, ...]], frozenset[str]] | None = None
+    bare_names: Callable[[tuple[Case, ...]], frozenset[str]] | None = None
 
     def schema_properties(self) -> dict[str, Any]:
         return self.properties() if callable(self.properties) else self.properties
@@ -108,11 +117,27 @@ class BuiltinAnalysis:
     name: str
     doc: str
     words: Callable[[KnowledgeBase], set[frozenset[str]]] = lambda kb: set()
+    # the analyses whose `after_walk` must run before this one's (what they plan, it sees)
+    after: tuple[str, ...] = ()
     takes_loop: Callable[[Any], bool] | None = None  # the loop plans it carries out
-    before_walk: Callable[[FileAnalysis, RuleCase], None] | None = None
-    after_walk: Callable[[FileAnalysis, RuleCase], None] | None = None
+    before_walk: Callable[[Walk, Case], None] | None = None
+    after_walk: Callable[[Walk, Case], None] | None = None
     on_enter: Callable[[Edit], None] | None = None  # the rewrite pass reaches its site
     rewrite: Callable[[Edit], Any] | None = None
+
+
+@dataclass(frozen=True)
+class PositionMark:
+    """A position the walk marks nodes in (`MatchKind.marks`): at each node of `node_types`,
+    before its children are walked, `find` gives the nodes in that position (a device argument,
+    a load location); the match kinds offered the mark are tried on them."""
+
+    name: str
+    doc: str
+    node_types: tuple[type, ...]
+    find: Callable[[Walk, cst.CSTNode], list[cst.CSTNode]]
+    order: int = 50  # a node in several positions carries its marks in this order
+    words: frozenset[str] = frozenset()  # pre-filter: what a file with such a position contains
 
 
 E = TypeVar("E")
@@ -131,6 +156,9 @@ class Registry(Generic[E]):
         name = entry.name  # type: ignore[attr-defined]
         if name in self.entries:
             raise ValueError(f"{self.title}: {name!r} is registered twice")
+        problems = hook_problems(entry)
+        if problems and STRICT:
+            raise TypeError(f"{self.title}: {name!r}: " + "; ".join(problems))
         self.entries[name] = entry
         return entry
 
@@ -148,6 +176,52 @@ class Registry(Generic[E]):
 
     def names(self) -> list[str]:
         return [e.name for e in self]  # type: ignore[attr-defined]
+
+
+def hook_problems(entry: Any) -> list[str]:
+    """How the entry's hooks do not fit the calls the engine makes (a hook: each field typed
+    `Callable[[...], ...]`): one that cannot take the call's arguments, or, for a function
+    defined with `def`, a parameter without a type (a lambda takes the field's types)."""
+    hints = typing.get_type_hints(type(entry))
+    problems = []
+    for hook in fields(entry):
+        value = getattr(entry, hook.name)
+        expected = _parameters_of(hints[hook.name])
+        if expected is None or not callable(value):
+            continue
+        signature = inspect.signature(value)
+        where = f"`{hook.name}` ({getattr(value, '__qualname__', value)}{signature})"
+        try:
+            if expected and expected[-1] is Ellipsis:  # (a fact: the walk, then its key if any)
+                signature.bind_partial(*[None] * (len(expected) - 1))
+                expected = expected[:-1]
+            else:
+                signature.bind(*[None] * len(expected))
+        except TypeError:
+            called = ", ".join(getattr(t, "__name__", str(t)) for t in expected)
+            problems.append(f"{where} cannot take the engine's call ({called})")
+            continue
+        if getattr(value, "__name__", "") != "<lambda>":
+            untyped = [
+                p.name
+                for p in signature.parameters.values()
+                if p.annotation is inspect.Parameter.empty
+            ]
+            if untyped:
+                problems.append(f"{where}: parameters without a type: {', '.join(untyped)}")
+    return problems
+
+
+def _parameters_of(hint: Any) -> list[Any] | None:
+    """The parameter types of a field typed as a callable (in a union too); None: not a hook."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        found = (_parameters_of(arg) for arg in typing.get_args(hint))
+        return next((p for p in found if p is not None), None)
+    if origin is collections.abc.Callable:
+        parameters = typing.get_args(hint)[0]
+        return [Walk, Ellipsis] if parameters is Ellipsis else list(parameters)
+    return None
 
 
 def _order(entry: Any) -> tuple[int, str]:
@@ -175,8 +249,23 @@ ANALYSES: Registry[BuiltinAnalysis] = Registry(
     "Behaviour built into the engine, named by a rule as `match: {engine: name}`; the rule "
     "carries its diagnostic, its replacement (where it has one) and examples that test it.",
 )
-REGISTRIES = (MATCH_KINDS, CONDITIONS, CONTEXTS, ACTIONS, ANALYSES)
+MARKS: Registry[PositionMark] = Registry(
+    "Position marks",
+    "marks",
+    "Positions the walk marks nodes in before it reaches them, for the match kinds that are "
+    "offered a mark rather than a node type (`marks=` of a match kind).",
+)
+FACTS: Registry[Fact[Any]] = Registry(
+    "Per-file facts",
+    "facts",
+    "What the entries know of a whole file, computed once per file when a hook first asks "
+    "(`walk.fact(F)`) and kept by the walk: the entries' shared scratch space.",
+)
+# The words a rule may use (the schema's enums come from these), and every registry.
+WORDS = (MATCH_KINDS, CONDITIONS, CONTEXTS, ACTIONS, ANALYSES)
+REGISTRIES = (*WORDS, MARKS, FACTS)
 _loaded = False
+STRICT = True
 
 
 def load() -> None:

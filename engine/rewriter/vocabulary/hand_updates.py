@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import Assignment
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.kb_files import torch_api
 from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
     TENSORS,
     Evidence,
@@ -30,9 +31,7 @@ from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
 )
 
 # In-place tensor methods an update is made with.
-IN_PLACE_UPDATES = frozenset(
-    "add_ sub_ mul_ div_ addcmul_ addcdiv_ copy_ lerp_ clamp_ set_".split()
-)
+IN_PLACE_UPDATES = torch_api()["in_place_updates"]  # (kb/torch_api.yaml)
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 # Calls whose first argument is what is iterated: `enumerate(model.parameters())`.
 _ITERATED_THROUGH = frozenset(
@@ -88,7 +87,7 @@ def updates(meta: Metadata) -> list[cst.CSTNode]:
 def _from_gradient(meta: Metadata, value: cst.CSTNode, depth: int = 0) -> bool:
     """Whether a value is computed from a gradient: it reads `.grad`, or a name assigned from
     one (`d_p = p.grad.data; p.data.add_(-lr, d_p)`)."""
-    for node in patterns.walk(value):
+    for node in cst_nodes.walk(value):
         if type(node) is cst.Attribute and node.attr.value == "grad":
             return True
         if type(node) is cst.Name and depth < 1:
@@ -113,7 +112,7 @@ class _Tracer:
             for assignment in self.meta.referents(node):
                 self._binding(assignment, 0)
         elif kind is cst.Attribute:
-            self._module_of(patterns.chain_root(node))
+            self._module_of(cst_nodes.chain_root(node))
         elif kind is cst.Subscript:
             self.iterated(node.value, 0)  # `params[i] -= lr * params[i].grad`
 
@@ -151,7 +150,7 @@ class _Tracer:
         if kind is cst.Call:
             func = iterable.func
             if type(func) is cst.Attribute and func.attr.value in _PARAMETER_METHODS:
-                self._module_of(patterns.chain_root(func.value))
+                self._module_of(cst_nodes.chain_root(func.value))
             elif self.evidence.qualified(func) & _ITERATED_THROUGH:
                 for arg in iterable.args:
                     self.iterated(arg.value, depth + 1)
@@ -177,7 +176,7 @@ class _Tracer:
             for assignment in self.meta.referents(node):
                 self._binding(assignment, depth)
         elif kind is cst.Attribute:
-            self._module_of(patterns.chain_root(node))
+            self._module_of(cst_nodes.chain_root(node))
         else:
             self.iterated(node, depth)
 

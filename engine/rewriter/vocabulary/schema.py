@@ -53,7 +53,7 @@ def constraint_def() -> dict[str, Any]:
             "enum": [c.name for c in plain],
         }
     ]
-    choices += [_one_key(c.name, c.parameter, c.doc) for c in CONDITIONS if c.parameter]
+    choices += [_one_key(c.name, c.parameter_schema(), c.doc) for c in CONDITIONS if c.parameter]
     return {"oneOf": choices}
 
 

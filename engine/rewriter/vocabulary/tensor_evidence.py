@@ -25,7 +25,8 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import Assignment, BaseAssignment, MetadataWrapper, ScopeProvider
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.kb_files import torch_api
 
 
 @dataclass(frozen=True)
@@ -144,80 +145,23 @@ def sequence(value: Value) -> Value:
 
 # --- what torch says ----------------------------------------------------------------------------
 
-_TORCH = "torch."
-# Calls that make a host tensor from no tensor (the file names no device).
-TENSOR_FACTORIES = frozenset(
-    _TORCH + name
-    for name in (
-        "zeros ones empty full rand randn randint randperm arange linspace logspace eye tensor "
-        "as_tensor asarray from_numpy frombuffer normal empty_strided tril_indices triu_indices "
-        "Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor "
-        "ShortTensor ByteTensor CharTensor BoolTensor"
-    ).split()
-)
-# Factories that draw from a random generator.
-RANDOM_FACTORIES = frozenset(
-    _TORCH + name for name in "rand randn randint randperm normal bernoulli multinomial".split()
-)
-# Calls that make their first argument a tensor that requires its gradient.
-WRAPPERS = frozenset(
-    {"torch.autograd.Variable", "torch.nn.Parameter", "torch.nn.parameter.Parameter"}
-)
-# Namespaces whose functions (lower-case names) compute tensors from tensors.
-TENSOR_NAMESPACES = frozenset(
-    {"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.nn.init"}
-)
-# Functions of those namespaces that return no tensor even from a tensor.
-NOT_TENSOR_FUNCTIONS = frozenset(
-    _TORCH + name
-    for name in (
-        "numel is_tensor is_storage is_floating_point is_complex is_nonzero equal allclose save "
-        "typename result_type can_cast promote_types"
-    ).split()
-)
-# Functions of those namespaces that are about the program, not computations on tensors.
-UTILITY_FUNCTIONS = frozenset(
-    (
-        "save load manual_seed seed initial_seed no_grad enable_grad inference_mode "
-        "set_grad_enabled use_deterministic_algorithms compile device dtype Size autocast"
-    ).split()
-)
-# Tensor members (attributes and methods) whose result is no tensor.
-NOT_TENSOR_MEMBERS = frozenset(
-    (
-        "item tolist numpy size dim ndimension numel nelement element_size shape ndim dtype "
-        "device layout is_cuda is_leaf requires_grad grad_fn is_contiguous is_floating_point "
-        "is_complex is_sparse data_ptr stride storage untyped_storage get_device equal allclose "
-        "backward register_hook retain_grad names"
-    ).split()
-)
-# Tensor methods (and torch functions) that return a tuple of tensors.
-SEQUENCE_MEMBERS = frozenset(
-    (
-        "split chunk unbind tensor_split hsplit vsplit dsplit sort topk kthvalue mode aminmax "
-        "std_mean var_mean slogdet meshgrid broadcast_tensors"
-    ).split()
-)
-# ... and those that do given a dimension (`torch.max(x, 1)`), a tensor otherwise.
-REDUCTIONS_BY_DIMENSION = frozenset({"max", "min", "median", "nanmedian"})
-# Dataset classes whose items are batches of tensors (their subclasses in the file too).
-DATASETS = ("torch.utils.data.TensorDataset", "torchvision.datasets.")
-DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
-MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
-TENSOR_ANNOTATIONS = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.nn.Parameter"})
-# Builtins that return a number, a string or a truth value.
-NOT_TENSOR_BUILTINS = frozenset(
-    f"builtins.{name}"
-    for name in "len int float bool str repr round isinstance hasattr callable id hash".split()
-)
-# Loss functions: what they return is where their inputs are moved (the device).
-LOSS_FUNCTIONS = frozenset(
-    f"torch.nn.functional.{name}"
-    for name in (
-        "cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss kl_div "
-        "binary_cross_entropy binary_cross_entropy_with_logits"
-    ).split()
-)
+# What torch says about its names: kb/torch_api.yaml (data; each set's `doc` says what it holds).
+_API = torch_api()
+TENSOR_FACTORIES = _API["tensor_factories"]
+RANDOM_FACTORIES = _API["random_factories"]
+WRAPPERS = _API["wrappers"]
+TENSOR_NAMESPACES = _API["tensor_namespaces"]
+NOT_TENSOR_FUNCTIONS = _API["not_tensor_functions"]
+UTILITY_FUNCTIONS = _API["utility_functions"]
+NOT_TENSOR_MEMBERS = _API["not_tensor_members"]
+SEQUENCE_MEMBERS = _API["sequence_members"]
+REDUCTIONS_BY_DIMENSION = _API["reductions_by_dimension"]
+DATASETS = tuple(sorted(_API["datasets"]))  # (for str.startswith: a package ends in a dot)
+DATASET_BASES = _API["dataset_bases"]
+MODULE_BASES = _API["module_bases"]
+TENSOR_ANNOTATIONS = _API["tensor_annotations"]
+NOT_TENSOR_BUILTINS = _API["not_tensor_builtins"]
+LOSS_FUNCTIONS = _API["loss_functions"]
 _LOSS_FUNCTION_NAMES = frozenset(name.rpartition(".")[2] for name in LOSS_FUNCTIONS)
 _CONSTANTS = (
     cst.Integer,
@@ -268,7 +212,7 @@ class Metadata:
             node = stack.pop()
             self.order[id(node)] = len(self.order)
             self.nodes.setdefault(type(node), []).append(node)
-            children = list(patterns.iter_children(node))
+            children = list(cst_nodes.iter_children(node))
             for child in children:
                 self.parents[child] = node
             stack.extend(reversed(children))
@@ -460,7 +404,7 @@ class Evidence:
         return UNKNOWN
 
     def _names_loss_function(self, node: cst.Name | cst.Attribute) -> bool:
-        return patterns.last_name(node) in _LOSS_FUNCTION_NAMES and bool(
+        return cst_nodes.last_name(node) in _LOSS_FUNCTION_NAMES and bool(
             self.qualified(node) & LOSS_FUNCTIONS
         )
 
@@ -910,7 +854,7 @@ def _own_nodes(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        for child in patterns.iter_children(node):
+        for child in cst_nodes.iter_children(node):
             if type(child) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
                 stack.append(child)
 

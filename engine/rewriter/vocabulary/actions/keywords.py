@@ -8,12 +8,13 @@ import libcst as cst
 
 from pytpu.engine.rewriter import node_edits
 from pytpu.engine.rewriter.vocabulary import ACTIONS, Action
+from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 IDENTIFIERS = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/identifier"}}
 
 
 def _edit(key: str):
-    def apply(edit, node: Any, value: Any) -> Any:
+    def apply(edit: Edit, node: Any, value: Any) -> Any:
         if not isinstance(node, cst.Call):
             return node
         return node_edits.edit_kwargs(node, {key: value}, edit.render_text)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from pytpu.engine.rewriter import node_edits, patterns
+from pytpu.engine.rewriter import cst_nodes, node_edits
 from pytpu.engine.rewriter.vocabulary import ACTIONS, Action
+from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 
-def _rename(edit, node: cst.CSTNode, new_module: str) -> cst.CSTNode:
+def _rename(edit: Edit, node: cst.CSTNode, new_module: str) -> cst.CSTNode:
     old = edit.case.names[0]
     if isinstance(node, (cst.Import, cst.ImportFrom)):
         return node_edits.rename_module_import(node, old, new_module)
-    text = patterns.dotted_name(node) or ""
+    text = cst_nodes.dotted_name(node) or ""
     return node_edits.keep_parens(node, node_edits.dotted(new_module + text[len(old) :]))
 
 

@@ -13,7 +13,7 @@ ACTIONS.register(
         doc="remove the matched statement (a match used as a value is flagged instead)",
         parameter=None,
         describe=lambda value: "the matched statement is removed",
-        apply=lambda edit, node, value: edit.rewriter.delete(edit, node),
+        apply=lambda edit, node, value: edit.delete(node),
         statement_only=True,
         removes_names=True,
     )

@@ -13,7 +13,7 @@ ACTIONS.register(
         "flagged instead)",
         parameter=CODE,
         describe=lambda value: "this statement is inserted after the matched one",
-        apply=lambda edit, node, value: edit.rewriter.insert_after(edit, value),
+        apply=lambda edit, node, value: edit.insert_after(value),
         statement_only=True,
         shows_code=True,
     )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pytpu.engine.rewriter.loops import step_words
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
+from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 
-def _barrier_after(edit) -> None:
+def _barrier_after(edit: Edit) -> None:
     """The barrier goes after a statement of the loop's body, which the rewrite pass leaves
     before it leaves the loop: ask for it on the way in."""
     if edit.plan.loop is not None and edit.plan.loop.after is not None:
-        edit.rewriter.add_statement_after(edit.plan.loop.after, edit.plan.finding, edit.case)
+        edit.add_statement_after(edit.plan.loop.after)
 
 
 ANALYSES.register(

@@ -7,9 +7,10 @@ import libcst as cst
 from pytpu.engine.rewriter import node_edits, patterns
 from pytpu.engine.rewriter.loops import step_words
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
+from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 
-def _wrap_loader(edit):
+def _wrap_loader(edit: Edit):
     """`for x, y in loader:` -> `for x, y in MpDeviceLoader(loader, device):` (the rule's
     replacement with `$loader` bound), inside `enumerate(...)` / `tqdm(...)` too."""
     loop = edit.plan.loop

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
 from pytpu.engine.rewriter.vocabulary.analyses.implicit_device import (
     FACTORIES,
@@ -19,6 +19,7 @@ from pytpu.engine.rewriter.vocabulary.analyses.implicit_device import (
     program,
     words,
 )
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
 from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
     RANDOM_FACTORIES,
     TENSORS,
@@ -31,7 +32,7 @@ from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
 PLACED_FACTORIES = (FACTORIES - RANDOM_FACTORIES) | frozenset({"torch.as_tensor"})
 
 
-def _plan_modules(walk, case) -> None:
+def _plan_modules(walk: Walk, case: Case) -> None:
     found = program(walk)
     for assignment, by_hand in found.models.items() if found else ():
         if by_hand:
@@ -85,36 +86,39 @@ def _tensor_sites(walk, how: str):
                 yield found, site
 
 
-def _plan_factories(walk, case) -> None:
+def _plan_factories(walk: Walk, case: Case) -> None:
     for found, site in _tensor_sites(walk, "factory"):
         plan(walk, case, found, site, patterns.Bindings())
 
 
-def _plan_regrads(walk, case) -> None:
+def _plan_regrads(walk: Walk, case: Case) -> None:
     for found, site in _tensor_sites(walk, "regrad"):
         plan(walk, case, found, site)
 
 
-def _plan_tensors(walk, case) -> None:
+def _plan_tensors(walk: Walk, case: Case) -> None:
     for found, site in _tensor_sites(walk, "move"):
         plan(walk, case, found, site)
 
 
-def _regrad(edit) -> cst.CSTNode:
+def _regrad(edit: Edit) -> cst.CSTNode:
     """The rule's replacement with `$value` bound to the call without its `requires_grad=`
     and `$requires_grad` to that keyword's value."""
     call = edit.updated
     flag = _requires_grad(call)
-    args = patterns.normalise_commas([a for a in call.args if a is not flag])
+    args = cst_nodes.normalise_commas([a for a in call.args if a is not flag])
     bindings = patterns.Bindings(
         nodes={"value": call.with_changes(args=args), "requires_grad": flag.value}
     )
     return edit.render(edit.case.template, bindings)
 
 
+# After the `implicit_*` analyses (`after`), and one after the other: a site one of them moved is
+# not planned again, so the order decides which rule a site is reported under.
 ANALYSES.register(
     BuiltinAnalysis(
         name="hand_trained_model",
+        after=("implicit_unknown_inputs",),
         doc="in a file with no device work that has no optimizer for it, each module whose "
         "parameters the program updates itself from their gradients (`for p in "
         "model.parameters(): p -= lr * p.grad`, `model.fc.weight.data.sub_(...)`), where the "
@@ -128,6 +132,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="trained_factories",
+        after=("hand_trained_model",),
         doc="in a file with no device work, each tensor the program makes with a factory that "
         f"makes the same values anywhere ({', '.join(sorted(f'`{n}`' for n in PLACED_FACTORIES))}"
         "; inside `Variable(...)`, `nn.Parameter(...)` or `.requires_grad_()` too) and trains: "
@@ -142,6 +147,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="trained_random",
+        after=("trained_factories",),
         doc="like `trained_factories`, for a tensor made otherwise (a random factory, whose "
         "numbers stay the host generator's) that requires its gradient from the start "
         "(`torch.randn(3, requires_grad=True)`): the rule's replacement, with `$value` bound to "
@@ -154,6 +160,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="trained_tensors",
+        after=("trained_random",),
         doc="like `trained_factories`, for a tensor made otherwise that does not require its "
         "gradient yet (`torch.randn(784, 10) / 28`, `torch.from_numpy(a)`, before "
         "`.requires_grad_()`): that value gets the rule's replacement, with `$value` bound",

@@ -12,17 +12,18 @@ Where no model is found, R-DEV-21's `host_training` says the program stays on th
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import Assignment
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
+from pytpu.engine.rewriter.kb_files import torch_api
 from pytpu.engine.rewriter.loops import LoopSettings
 from pytpu.engine.rewriter.resolve import ScopeResolver
-from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis, hand_updates
+from pytpu.engine.rewriter.vocabulary import ANALYSES, FACTS, BuiltinAnalysis, hand_updates
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Fact, Walk
 from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
     DEVICE,
     MODEL,
@@ -37,12 +38,7 @@ from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
 )
 
 # Calls that make a tensor where `device=` says (the host when it is left out).
-FACTORIES = frozenset(
-    f"torch.{name}"
-    for name in (
-        "zeros ones empty full rand randn randint randperm arange linspace logspace eye tensor"
-    ).split()
-)
+FACTORIES = torch_api()["device_factories"]
 _TRAINS = ("backward", ".step(")  # a file that trains says one of these
 _FLAGGED = frozenset({"unknown", "batch", "none"})  # an input nothing shows to be a tensor
 
@@ -67,7 +63,7 @@ class Program:
     planned: set[int] = field(default_factory=set)  # nodes these analyses moved
     _moved: Evidence | None = None
 
-    def moved(self, walk) -> Evidence:
+    def moved(self: Edit, walk) -> Evidence:
         """The values once the models and trained tensors are on the device, a loader a
         loop iterates through MpDeviceLoader gives device batches, and the tensors the modules'
         methods make are made there."""
@@ -76,7 +72,7 @@ class Program:
             seeds.update((a, DEVICE) for a in self.tensors)
             overrides = {
                 id(plan.loop.loader): iterable_of(DEVICE)
-                for plan in walk.plans.values()
+                for plan in walk.planned()
                 if plan.loop is not None and plan.loop.loader is not None
             }
             overrides.update((id(site), DEVICE) for site in factory_sites(self))
@@ -84,20 +80,30 @@ class Program:
         return self._moved
 
 
-_PROGRAMS: weakref.WeakKeyDictionary[Any, Program | None] = weakref.WeakKeyDictionary()
-
-
-def program(walk) -> Program | None:
-    """The file's program if it is one these analyses move (found once, before the walk)."""
-    if walk in _PROGRAMS:
-        return _PROGRAMS[walk]
+def _program(walk: Walk) -> Program | None:
     found = None
     if not walk.device_aware and walk.module is not None and any(w in walk.text for w in _TRAINS):
         found = _find(walk)
         if found is not None:
-            walk.device_aware = True  # its loops are steps from now on
-    _PROGRAMS[walk] = found
+            walk.declare_device_program()  # its loops are steps from now on
     return found
+
+
+TRAINED_PROGRAM: Fact[Program | None] = FACTS.register(
+    Fact(
+        name="trained_program",
+        doc="in a file with no device work that trains (an optimizer built from a model's "
+        "parameters, tensors it trains, updates by hand): what it trains, and the evidence "
+        "about its values; asked first before the walk, when finding one makes the file a "
+        "device program",
+        compute=_program,
+    )
+)
+
+
+def program(walk: Walk) -> Program | None:
+    """The file's program if it is one these analyses move (found once, before the walk)."""
+    return walk.fact(TRAINED_PROGRAM)
 
 
 def _find(walk) -> Program | None:
@@ -174,7 +180,7 @@ def _optimized(found: Program) -> set[Assignment]:
         first = call.args[0].value if call.args and call.args[0].keyword is None else None
         if first is None or any(q.startswith("builtins.") for q in found.qualified(call.func)):
             continue
-        for node in patterns.walk(first):
+        for node in cst_nodes.walk(first):
             if (
                 type(node) is cst.Call
                 and type(node.func) is cst.Attribute
@@ -193,9 +199,9 @@ def _made_by_call(meta: Metadata, assignment: Any) -> bool:
 def _flags_there(walk, node: cst.CSTNode) -> list | None:
     """The display-only cases already planned at a node (they stay, as flags of this site's
     plan); None if another rule changes or covers it."""
-    existing = walk.plans.get(id(node))
+    existing = walk.plan_at(node)
     if existing is None:
-        return None if id(node) in walk.claimed else []
+        return None if walk.is_claimed(node) else []
     if existing.case.changes_code:
         return None
     return [existing.case, *(f.case for f in existing.flags)]
@@ -207,20 +213,19 @@ def plan(walk, case, found: Program, node: cst.CSTNode, bindings=None) -> None:
     flags = _flags_there(walk, node)
     if flags is None or id(node) in found.planned or any(a in found.planned for a in path):
         return
-    walk.top_index = found.meta.top(node)
     if bindings is None:
         bindings = patterns.Bindings(nodes={"value": node}, covered=[node])
-    walk.plan(node, case, bindings, path=path, flags=flags)
+    walk.plan(node, case, bindings, path=path, flags=flags, statement=found.meta.top(node))
     found.planned.add(id(node))
 
 
-def _decide(walk, case) -> None:
+def _decide(walk: Walk, case: Case) -> None:
     """Before the walk: a file with no device work that trains a model it makes is a device
     program from now on (its loops are steps)."""
     program(walk)
 
 
-def _plan_models(walk, case) -> None:
+def _plan_models(walk: Walk, case: Case) -> None:
     found = program(walk)
     for assignment, by_hand in found.models.items() if found else ():
         if not by_hand:
@@ -230,7 +235,7 @@ def _plan_models(walk, case) -> None:
 # --- what the model is given, and what meets it -------------------------------------------------
 
 
-def _plan_inputs(walk, case) -> None:
+def _plan_inputs(walk: Walk, case: Case) -> None:
     """What a call of the model or of a loss is given (or of a function of the file that gives it
     the device), and the host tensors of an operation that a device tensor meets: each that is
     known to be a host tensor."""
@@ -258,7 +263,7 @@ def _assigned_here(node: cst.CSTNode, operand: cst.CSTNode) -> bool:
     return type(node) is cst.AugAssign and operand is node.target
 
 
-def _plan_unknown_inputs(walk, case) -> None:
+def _plan_unknown_inputs(walk: Walk, case: Case) -> None:
     """A model's input, or a loss's, that nothing shows to be a tensor: it stays where it is."""
     found = program(walk)
     if found is None:
@@ -278,11 +283,11 @@ def _plan_unknown_inputs(walk, case) -> None:
 # --- what the device computed, read into NumPy --------------------------------------------------
 
 # Calls that read a tensor into a NumPy array, the tensor their first argument.
-TO_NUMPY = frozenset({"numpy.array", "numpy.asarray"})
+TO_NUMPY = torch_api()["to_numpy"]
 _TO_NUMPY_NAMES = frozenset(name.rsplit(".", 1)[1] for name in TO_NUMPY)
 
 
-def _plan_host_reads(walk, case) -> None:
+def _plan_host_reads(walk: Walk, case: Case) -> None:
     """Each tensor that may be on the device read into NumPy (`out.detach().numpy()`,
     `np.asarray(out)`): an XLA tensor has no host memory to share with an array."""
     found = program(walk)
@@ -295,7 +300,7 @@ def _plan_host_reads(walk, case) -> None:
             tensor = func.value
         elif (
             call.args
-            and patterns.last_name(func) in _TO_NUMPY_NAMES
+            and cst_nodes.last_name(func) in _TO_NUMPY_NAMES
             and evidence.qualified(func) & TO_NUMPY
         ):
             tensor = call.args[0].value
@@ -316,7 +321,7 @@ def factory_sites(found: Program) -> list[cst.Call]:
     meta = found.meta
     sites = []
     for call in meta.of_type(cst.Call):
-        if patterns.last_name(call.func) not in _FACTORY_NAMES:
+        if cst_nodes.last_name(call.func) not in _FACTORY_NAMES:
             continue
         if any(a.keyword and a.keyword.value == "device" for a in call.args):
             continue
@@ -330,22 +335,22 @@ def _in_module_method(meta: Metadata, node: cst.CSTNode) -> bool:
     while function is not None:
         owner = meta.enclosing_class(function)
         if owner is not None:
-            bases = (patterns.last_name(b.value) for b in owner.bases)
+            bases = (cst_nodes.last_name(b.value) for b in owner.bases)
             return function.name.value != "__init__" and "Module" in bases
         function = meta.function(function)
     return False
 
 
-def _note_factories(walk, case) -> None:
+def _note_factories(walk: Walk, case: Case) -> None:
     """Before the walk: the tensors these methods make are device tensors in the output, and the
     rules that look for device tensors (writes at a loop's index) see them so on the first run
     as on a second one."""
     found = program(walk)
     if found is not None:
-        walk.placed_by_analysis.update(id(site) for site in factory_sites(found))
+        walk.place_on_device(factory_sites(found))
 
 
-def _plan_factories(walk, case) -> None:
+def _plan_factories(walk: Walk, case: Case) -> None:
     """Tensors the methods of the file's modules make without `device=`: on the host they would
     meet the model's device tensors."""
     found = program(walk)
@@ -353,7 +358,7 @@ def _plan_factories(walk, case) -> None:
         plan(walk, case, found, site, patterns.Bindings())
 
 
-def moved(edit) -> cst.CSTNode | None:
+def moved(edit: Edit) -> cst.CSTNode | None:
     """The rule's replacement with `$value` bound to the site, in parentheses where it is an
     operation (`(x + 1).to(...)`); a rule without one acts by its action (`set_kwargs`)."""
     case = edit.case
@@ -375,9 +380,13 @@ _LOW_PRECEDENCE = (
 )
 
 
+# The analyses below run one after the other (`after`): each plans a node once and nothing inside a
+# site one before it moved, so the order decides which rule a site is reported under; it is the
+# order their examples were written and tested in.
 ANALYSES.register(
     BuiltinAnalysis(
         name="implicit_model",
+        after=("optimizer_order",),
         doc="in a file with no device work, each model an optimizer is built from "
         "(`optimizer = SGD(model.parameters())`, `model = Net()` in the file): its value gets "
         "the rule's replacement, with `$value` bound; the file's loops are then steps",
@@ -390,6 +399,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="implicit_inputs",
+        after=("implicit_model",),
         doc="in a file `implicit_model` or `hand_trained_model` moves to the device: each "
         "argument of a call of the model, of a loss module (`criterion = nn.CrossEntropyLoss()`) "
         "or of a loss function, and each operand of an operation, a torch function, a tensor "
@@ -405,6 +415,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="implicit_unknown_inputs",
+        after=("implicit_host_reads",),
         doc="in a file `implicit_model` or `hand_trained_model` moves to the device: the first "
         "positional argument of a call of the model, and each positional argument of a loss, "
         "that is not a constant and that nothing shows to be a tensor (the value of a call "
@@ -416,6 +427,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="implicit_host_reads",
+        after=("implicit_factories",),
         doc="in a file `implicit_model` moves to the device: each tensor read into NumPy "
         "(`$value.numpy()`, `numpy.array($value)`, `numpy.asarray($value)`) that may be on the "
         "device (the model's or a loss's output, what was computed from it; by the same "
@@ -428,6 +440,7 @@ ANALYSES.register(
 ANALYSES.register(
     BuiltinAnalysis(
         name="implicit_factories",
+        after=("implicit_inputs",),
         doc="in a file `implicit_model` moves to the device: each call of a tensor factory "
         f"({', '.join(sorted(f'`{n}`' for n in FACTORIES))}) without `device=` in a method "
         "(other than `__init__`) of an `nn.Module` subclass",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 
-def _plan_first_hazard(walk, case) -> None:
+def _plan_first_hazard(walk: Walk, case: Case) -> None:
     for node in walk.optimizer_order.hazards():
         walk.plan(node, case, patterns.Bindings())
         break  # one statement fixes them all

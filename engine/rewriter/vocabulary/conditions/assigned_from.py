@@ -4,21 +4,14 @@
 
 from __future__ import annotations
 
-import weakref
-from typing import Any
-
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
-
-# per walk and list of callables: (names that hold one object, names of lists of them)
-_HOLDERS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[set[str], set[str]]]] = (
-    weakref.WeakKeyDictionary()
-)
+from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
+from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
 
 
-def _made_by(value: cst.CSTNode, callables: frozenset[str], walk: Any) -> bool:
+def _made_by(value: cst.CSTNode, callables: frozenset[str], walk: Walk) -> bool:
     return type(value) is cst.Call and bool(walk.resolver.qualified_names(value.func) & callables)
 
 
@@ -29,7 +22,7 @@ def _record(target, value, callables, walk, single: set[str], lists: set[str]) -
             for t, v in zip(target.elements, value.elements, strict=True):
                 _record(t.value, v.value, callables, walk, single, lists)
         return
-    name = patterns.dotted_name(target)
+    name = cst_nodes.dotted_name(target)
     if name is None:
         return
     if _made_by(value, callables, walk):
@@ -41,33 +34,38 @@ def _record(target, value, callables, walk, single: set[str], lists: set[str]) -
             lists.add(name)
 
 
-def _holders(walk: Any, callables: tuple[str, ...]) -> tuple[set[str], set[str]]:
-    """The names (`start`, `self.stream`) the file assigns such an object to, found once per
-    file and list of callables."""
-    cached = _HOLDERS.setdefault(walk, {})
-    if callables in cached:
-        return cached[callables]
+def _holders(walk: Walk, callables: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """The names (`start`, `self.stream`) the file assigns such an object to."""
     wanted = frozenset(callables)
     words = {c.rsplit(".", 1)[-1] for c in callables}
     single: set[str] = set()
     lists: set[str] = set()
     if walk.module is not None and (not walk.text or any(w in walk.text for w in words)):
-        for node in patterns.walk(walk.module):
+        for node in cst_nodes.walk(walk.module):
             if type(node) is cst.Assign:
                 for target in node.targets:
                     _record(target.target, node.value, wanted, walk, single, lists)
             elif type(node) is cst.AnnAssign and node.value is not None:
                 _record(node.target, node.value, wanted, walk, single, lists)
-    cached[callables] = (single, lists)
     return single, lists
 
 
-def _assigned_from(node: cst.CSTNode, callables: list[str], walk: Any) -> bool:
-    single, lists = _holders(walk, tuple(sorted(callables)))
+HOLDERS: Fact[tuple[set[str], set[str]]] = FACTS.register(
+    Fact(
+        name="holders",
+        doc="for a list of callables (the key), the names the file assigns what one returns: "
+        "those that hold one object (`start`, `self.stream`) and those of lists of them",
+        compute=_holders,
+    )
+)
+
+
+def _assigned_from(node: cst.CSTNode, callables: list[str], walk: Walk) -> bool:
+    single, lists = walk.fact(HOLDERS, tuple(sorted(callables)))
     if type(node) is cst.Subscript:  # `events[i]`
-        name = patterns.dotted_name(node.value)
+        name = cst_nodes.dotted_name(node.value)
         return name is not None and name in lists
-    name = patterns.dotted_name(node)
+    name = cst_nodes.dotted_name(node)
     return name is not None and name in single
 
 

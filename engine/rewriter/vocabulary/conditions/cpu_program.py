@@ -6,21 +6,18 @@ device it has, the one a migration to a TPU means to change."""
 from __future__ import annotations
 
 import re
-import weakref
-from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.findings import OWN_COMMENT_LINE
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
+from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
 
 # Words of code that names an accelerator (strings, attributes, modules); comments are not code.
 ACCELERATORS = ("cuda", "gpu", "mps", "xpu", "xla", "tpu", "accelerator")
 # ... in a string, as the start of a word ('cuda:0', 'torch_xla', 'multi_gpu'; not 'output')
 _IN_WORDS = re.compile(rf"(?<![a-z])(?:{'|'.join(ACCELERATORS)})")
-# per walk: the file trains and names no accelerator
-_CPU_PROGRAM: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def _names_an_accelerator(node: cst.CSTNode) -> bool:
@@ -29,7 +26,7 @@ def _names_an_accelerator(node: cst.CSTNode) -> bool:
     if type(node) is cst.Name:
         return node.value.startswith("torch_xla")
     if type(node) is cst.SimpleString:
-        value = patterns.literal_value(node)
+        value = cst_nodes.literal_value(node)
         return isinstance(value, str) and _IN_WORDS.search(value.lower()) is not None
     return False
 
@@ -44,37 +41,43 @@ def _documentation(nodes: list[cst.CSTNode]) -> set[int]:
         for small in node.body
         if type(small) is cst.Expr
         and type(small.value) in (cst.SimpleString, cst.ConcatenatedString)
-        for string in patterns.walk(small.value)
+        for string in cst_nodes.walk(small.value)
         if type(string) is cst.SimpleString
     }
 
 
 def _trains(node: cst.CSTNode) -> bool:
-    return type(node) is cst.Call and patterns.last_name(node.func) == "backward"
+    return type(node) is cst.Call and cst_nodes.last_name(node.func) == "backward"
 
 
-def _cpu_program(walk: Any) -> bool:
-    found = _CPU_PROGRAM.get(walk)
-    if found is None:
-        nodes = list(patterns.walk(walk.module)) if walk.module is not None else []
-        prose = _documentation(nodes)
-        found = (
-            any(map(_trains, nodes))
-            and not any(_names_an_accelerator(n) for n in nodes if id(n) not in prose)
-            # (a comment PyTPU wrote: the file was migrated already, its accelerator code
-            # rewritten, say `if torch.cuda.is_available():` given way to its body; a second
-            # run must judge it as the first did)
-            and not OWN_COMMENT_LINE.search(getattr(walk, "text", ""))
-        )
-        _CPU_PROGRAM[walk] = found
-    return found
+def _cpu_program(walk: Walk) -> bool:
+    nodes = list(cst_nodes.walk(walk.module)) if walk.module is not None else []
+    prose = _documentation(nodes)
+    return (
+        any(map(_trains, nodes))
+        and not any(_names_an_accelerator(n) for n in nodes if id(n) not in prose)
+        # (a comment PyTPU wrote: the file was migrated already, its accelerator code
+        # rewritten, say `if torch.cuda.is_available():` given way to its body; a second
+        # run must judge it as the first did)
+        and not OWN_COMMENT_LINE.search(walk.text)
+    )
 
 
-def _cpu_program_device(node: cst.CSTNode, _parameter: None, walk: Any) -> bool:
+CPU_PROGRAM: Fact[bool] = FACTS.register(
+    Fact(
+        name="cpu_program",
+        doc="the file trains (calls `.backward()`), names no accelerator in its code and "
+        "carries no comment PyTPU wrote",
+        compute=_cpu_program,
+    )
+)
+
+
+def _cpu_program_device(node: cst.CSTNode, _parameter: None, walk: Walk) -> bool:
     return (
         type(node) is cst.Name
         and walk.positions.is_device_name(node.value.lower())
-        and _cpu_program(walk)
+        and walk.fact(CPU_PROGRAM)
     )
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
-def _names_device(node: cst.CSTNode, _parameter: None, walk) -> bool:
+def _names_device(node: cst.CSTNode, _parameter: None, walk: Walk) -> bool:
     """A string literal whose value, in lower case, is one of the KB's device names
     (`device_positions.names`: `'device'`, `'DEVICE'`, `'train_device'`)."""
-    value = patterns.literal_value(node)
+    value = cst_nodes.literal_value(node)
     return isinstance(value, str) and walk.positions.is_device_name(value.lower())
 
 

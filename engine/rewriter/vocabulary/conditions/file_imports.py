@@ -4,36 +4,39 @@ only in a file that imports the framework."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.imports import bound_paths
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
-
-# per walk: what the file's imports (anywhere in it) bind
-_IMPORTED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
+from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
 
 
-def _imported(walk: Any) -> frozenset[str]:
-    found = _IMPORTED.get(walk)
-    if found is None:
-        found = frozenset(
-            path
-            for node in (patterns.walk(walk.module) if walk.module is not None else ())
-            if type(node) in (cst.Import, cst.ImportFrom)
-            for _, path in bound_paths(node)
-        )
-        _IMPORTED[walk] = found
-    return found
+def _imported(walk: Walk) -> frozenset[str]:
+    return frozenset(
+        path
+        for node in (cst_nodes.walk(walk.module) if walk.module is not None else ())
+        if type(node) in (cst.Import, cst.ImportFrom)
+        for _, path in bound_paths(node)
+    )
 
 
-def _file_imports(_node: Any, modules: list[str], walk: Any) -> bool:
+IMPORTED_PATHS: Fact[frozenset[str]] = FACTS.register(
+    Fact(
+        name="imported_paths",
+        doc="what the file's imports bind, anywhere in it (`torch.cuda.amp` for "
+        "`from torch.cuda import amp`)",
+        compute=_imported,
+    )
+)
+
+
+def _file_imports(_node: Any, modules: list[str], walk: Walk) -> bool:
     return any(
         path == module or path.startswith(module + ".")
-        for path in _imported(walk)
+        for path in walk.fact(IMPORTED_PATHS)
         for module in modules
     )
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 
 def _run_time_value(node: cst.CSTNode, _parameter: None, walk: Any) -> bool:
-    if patterns.is_literal(node) or type(node) in (cst.ConcatenatedString,):
+    if cst_nodes.is_literal(node) or type(node) in (cst.ConcatenatedString,):
         return False
     if type(node) in (cst.Name, cst.Attribute):
-        root = patterns.chain_root(node)
+        root = cst_nodes.chain_root(node)
         return not (type(node) is cst.Attribute and walk.resolver.is_module(root))
     return True
 

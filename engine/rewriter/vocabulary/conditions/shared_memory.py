@@ -4,32 +4,35 @@ where worker processes update the same CPU tensors."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
+from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
 
 _METHODS = frozenset({"share_memory", "share_memory_"})
-# per walk: the dotted names the file calls `.share_memory()` on
-_SHARED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
-def _shared(walk: Any) -> frozenset[str]:
-    found = _SHARED.get(walk)
-    if found is None:
-        found = frozenset(
-            name
-            for node in (patterns.walk(walk.module) if walk.module is not None else ())
-            if type(node) is cst.Call
-            and type(node.func) is cst.Attribute
-            and node.func.attr.value in _METHODS
-            and (name := patterns.dotted_name(node.func.value)) is not None
-        )
-        _SHARED[walk] = found
-    return found
+def _shared(walk: Walk) -> frozenset[str]:
+    return frozenset(
+        name
+        for node in (cst_nodes.walk(walk.module) if walk.module is not None else ())
+        if type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value in _METHODS
+        and (name := cst_nodes.dotted_name(node.func.value)) is not None
+    )
+
+
+SHARED_NAMES: Fact[frozenset[str]] = FACTS.register(
+    Fact(
+        name="shared_names",
+        doc="the dotted names the file calls `.share_memory()` (or `.share_memory_()`) on",
+        compute=_shared,
+    )
+)
 
 
 def _values(args: list[cst.Arg]) -> list[cst.CSTNode]:
@@ -44,9 +47,9 @@ def _values(args: list[cst.Arg]) -> list[cst.CSTNode]:
     return out
 
 
-def _shares_memory(args: list[cst.Arg], _: Any, walk: Any) -> bool:
-    shared = _shared(walk)
-    return bool(shared) and any(patterns.dotted_name(v) in shared for v in _values(args))
+def _shares_memory(args: list[cst.Arg], _: Any, walk: Walk) -> bool:
+    shared = walk.fact(SHARED_NAMES)
+    return bool(shared) and any(cst_nodes.dotted_name(v) in shared for v in _values(args))
 
 
 CONDITIONS.register(

@@ -4,12 +4,12 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
 
 
 def _one_of(node: cst.CSTNode, values: list[Any], walk: Any) -> bool:
-    return patterns.is_literal(node) and patterns.literal_value(node) in values
+    return cst_nodes.is_literal(node) and cst_nodes.literal_value(node) in values
 
 
 def _spelled_out(values: list[Any]) -> set[frozenset[str]]:
@@ -30,7 +30,7 @@ def _on_host(node: cst.CSTNode, _: Any = None) -> bool:
     method = node.func.attr.value
     if method == "cpu":
         return True
-    return method == "to" and any(patterns.literal_value(a.value) == "cpu" for a in node.args)
+    return method == "to" and any(cst_nodes.literal_value(a.value) == "cpu" for a in node.args)
 
 
 CONDITIONS.register(
@@ -48,7 +48,7 @@ for literal in (True, False):
         Condition(
             name=str(literal).lower(),
             doc=f"is the literal `{literal}`",
-            check=lambda node, _, walk, literal=literal: patterns.literal_value(node) is literal,
+            check=lambda node, _, walk, literal=literal: cst_nodes.literal_value(node) is literal,
             words=lambda _, literal=literal: {frozenset({str(literal)})},
         )
     )

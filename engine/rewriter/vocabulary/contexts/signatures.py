@@ -4,6 +4,7 @@ runs (at import for a module's functions), and a public function's defaults are 
 import libcst as cst
 
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 # Where a parameter's default ends, going up from a node: a body or a statement.
 _NOT_A_DEFAULT = (
@@ -21,7 +22,7 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _in_parameter_default(walk) -> bool:
+def _in_parameter_default(walk: Walk) -> bool:
     for node in reversed(walk.path):
         if type(node) is cst.Param:
             return True
@@ -30,7 +31,7 @@ def _in_parameter_default(walk) -> bool:
     return False
 
 
-def _in_public_signature(walk) -> bool:
+def _in_public_signature(walk: Walk) -> bool:
     """On a parameter itself (not inside its default) of a function whose name, and its
     classes' names, are public."""
     path = walk.path

@@ -14,6 +14,7 @@ import libcst as cst
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.findings import NOTED
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 from pytpu.engine.rewriter.vocabulary.matches.devices import rewrite_device_string
 
 KINDS = ("xpu", "mps")
@@ -39,7 +40,7 @@ def _constant(kind: str) -> re.Pattern[str]:
     return re.compile(rf"^{kind}(:\d+)?$")
 
 
-def _match(walk, node: cst.CSTNode, cases) -> bool:
+def _match(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     for case in cases:
         if device_kind(node, case.names[0]) is not None:
             walk.plan(node, case, patterns.Bindings(covered=[node]))
@@ -47,7 +48,7 @@ def _match(walk, node: cst.CSTNode, cases) -> bool:
     return False
 
 
-def _dynamic_is_noted(case, node: cst.CSTNode) -> str | None:
+def _dynamic_is_noted(case: Case, node: cst.CSTNode) -> str | None:
     """`f'xpu:{rank}'` becomes the one XLA device of the process: a note says so."""
     return NOTED if device_kind(node, case.names[0]) == "dynamic" else None
 

@@ -6,9 +6,10 @@ import libcst as cst
 
 from pytpu.engine.rewriter import devices, patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 
-def _device_comparison(walk, node: cst.Comparison, cases) -> bool:
+def _device_comparison(walk: Walk, node: cst.Comparison, cases: list[Case]) -> bool:
     """False on XLA, and often the guard of a CUDA-only feature (fused optimizers, pinned
     memory), so they are flagged, not flipped."""
     operands = [node.left] + [c.comparator for c in node.comparisons]

@@ -6,8 +6,9 @@ import re
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter import cst_nodes, devices
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 _GPU_RE = re.compile(r"^gpu(:\d+)?$")
 # Calls whose string arguments are messages for people, or the name of an attribute.
@@ -34,7 +35,7 @@ def written_for_people(walk) -> bool:
     if path and type(path[-1]) is cst.Expr:
         return True
     if len(path) >= 2 and type(path[-1]) is cst.Arg and type(path[-2]) is cst.Call:
-        return patterns.last_name(path[-2].func) in _NOT_VALUES
+        return cst_nodes.last_name(path[-2].func) in _NOT_VALUES
     return False
 
 
@@ -46,7 +47,7 @@ def _used_as_a_value(walk, node: cst.CSTNode) -> bool:
     return type(parent) is not cst.Index and not written_for_people(walk)
 
 
-def _stray_device_word(walk, node: cst.CSTNode, cases) -> bool:
+def _stray_device_word(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     case = next((c for c in cases if _names(c.values[0], node)), None)
     if case is not None and _used_as_a_value(walk, node):
         walk.defer(node, case)  # a device variable's string is decided after the walk

@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter import cst_nodes, devices, patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
 
 
 def _entries(node: cst.Dict) -> dict[str, cst.DictElement]:
     out = {}
     for element in node.elements:
         if type(element) is cst.DictElement:
-            key = patterns.literal_value(element.key)
+            key = cst_nodes.literal_value(element.key)
             if isinstance(key, str):
                 out[key] = element
     return out
 
 
-def _device_map(walk, node: cst.Dict, cases) -> bool:
+def _device_map(walk: Walk, node: cst.Dict, cases: list[Case]) -> bool:
     entries = _entries(node)
     cuda = entries.get("cuda")
-    if cuda is None or id(cuda.value) in walk.claimed:
+    if cuda is None or walk.is_claimed(cuda.value):
         return False
     if "xla" in entries:
         walk.claim_subtree(node)  # migrated already: its CUDA entry stays, as a first run left it
@@ -35,7 +36,7 @@ def _device_map(walk, node: cst.Dict, cases) -> bool:
     return False
 
 
-def _with_xla_entry(edit) -> cst.Dict:
+def _with_xla_entry(edit: Edit) -> cst.Dict:
     """The dict with `'xla': <the case's replacement>` after its last entry, laid out as the
     entries before it (one per line, or on one line)."""
     updated: cst.Dict = edit.updated

@@ -6,6 +6,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter import devices, patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 _MEMBERSHIP = (cst.In, cst.NotIn)
 _COLLECTIONS = (cst.Tuple, cst.List, cst.Set)
@@ -27,7 +28,7 @@ def _device_valued(walk, node: cst.CSTNode) -> bool:
     return False
 
 
-def _device_membership(walk, node: cst.Comparison, cases) -> bool:
+def _device_membership(walk: Walk, node: cst.Comparison, cases: list[Case]) -> bool:
     """Like a comparison with 'cuda' (`device_comparison`): False on XLA, and often the guard
     of a feature only some accelerators have, so it is flagged, not flipped."""
     left = node.left

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter import cst_nodes, devices, patterns
 from pytpu.engine.rewriter.findings import NOTED
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
 
 CUDA = frozenset({"cuda"})
 
 
-def _device_string(walk, node: cst.CSTNode, cases) -> bool:
+def _device_string(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     if devices.cuda_device_kind(node) is None:
         return False
     walk.plan(node, cases[0], patterns.Bindings(covered=[node]))
     return True
 
 
-def _host_string(walk, node: cst.CSTNode, cases) -> bool:
+def _host_string(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     """A CUDA device, a device variable or `torch.device('cuda')` as the load location: the CPU
     there (XLA storage cannot be restored directly; load_state_dict moves it)."""
     if type(node) is cst.Call:
@@ -35,19 +36,19 @@ def _host_string(walk, node: cst.CSTNode, cases) -> bool:
     return True
 
 
-def _device_index(walk, node: cst.CSTNode, cases) -> bool:
+def _device_index(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     """`.to(rank)`, `.to(self.gpu_id)`: an integer that named a CUDA device."""
-    walk.plan(node, cases[0], patterns.Bindings(covered=list(patterns.walk(node))))
+    walk.plan(node, cases[0], patterns.Bindings(covered=list(cst_nodes.walk(node))))
     return True
 
 
-def _rewrite_string(edit):
+def _rewrite_string(edit: Edit):
     """The replacement string, quoted as the site was."""
-    return devices.quote_like(edit.updated, patterns.literal_value(edit.case.template))
+    return devices.quote_like(edit.updated, cst_nodes.literal_value(edit.case.template))
 
 
-def rewrite_device_string(edit):
-    kind = patterns.literal_value(edit.case.template)
+def rewrite_device_string(edit: Edit):
+    kind = cst_nodes.literal_value(edit.case.template)
     if kind == "xla":
         edit.imports.require("torch_xla")  # the 'xla' device exists once torch_xla is imported
     if edit.case.options.get("keep_index"):  # 'cuda:1' -> 'tpu:1': the same device's index
@@ -57,7 +58,7 @@ def rewrite_device_string(edit):
     return _rewrite_string(edit)
 
 
-def _dynamic_is_noted(case, node: cst.CSTNode) -> str | None:
+def _dynamic_is_noted(case: Case, node: cst.CSTNode) -> str | None:
     """`f'cuda:{rank}'` becomes the one XLA device of the process: a note says so (not when the
     replacement keeps the index)."""
     if case.options.get("keep_index"):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pytpu.engine.rewriter.vocabulary import ANALYSES, MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 
-def _rewrite(edit):
+def _rewrite(edit: Edit):
     analysis = edit.case.analysis
     if analysis is None or analysis.rewrite is None:
         return edit.updated

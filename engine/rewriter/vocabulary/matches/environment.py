@@ -8,6 +8,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
 
 
 def _name_matches(key: Any, name: str) -> bool:
@@ -16,7 +17,7 @@ def _name_matches(key: Any, name: str) -> bool:
     return key.startswith(name[:-1]) if name.endswith("*") else key == name
 
 
-def _env(walk, node: cst.Assign, cases) -> bool:
+def _env(walk: Walk, node: cst.Assign, cases: list[Case]) -> bool:
     target = node.targets[0].target
     if len(node.targets) != 1 or type(target) is not cst.Subscript or len(target.slice) != 1:
         return False
@@ -36,7 +37,7 @@ def _env(walk, node: cst.Assign, cases) -> bool:
     return False
 
 
-def _rewrite(edit):
+def _rewrite(edit: Edit):
     """With a `replace:`, the template is the new value of the variable."""
     if edit.case.template is None or type(edit.updated) is not cst.Assign:
         return None  # the case's action

@@ -12,6 +12,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 VALUE = "value"  # the wildcard bound to the keyword's value
 OTHERS = "args"  # (for `where:` only) the call's other arguments
@@ -44,7 +45,7 @@ def _for_conditions(arg: cst.Arg, call: cst.Call) -> patterns.Bindings:
     return patterns.Bindings(nodes={**nodes, VALUE: arg.value}, rests={OTHERS: others})
 
 
-def _keyword_value(walk, node: cst.Arg, cases) -> bool:
+def _keyword_value(walk: Walk, node: cst.Arg, cases: list[Case]) -> bool:
     call = walk.path[-1] if walk.path else None
     if node.keyword is None or type(call) is not cst.Call:
         return False

@@ -5,22 +5,17 @@ with no barrier the whole loop is one graph with a copy of its body per iteratio
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
-from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter import cst_nodes, patterns
+from pytpu.engine.rewriter.vocabulary import FACTS, MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
 
 _LOOPS = (cst.For, cst.While)
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _FEW = 16  # a loop over a literal range shorter than this unrolls harmlessly
-
-# per walk and list of factories: the names the file assigns a device tensor one of them made
-_TENSORS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], set[str]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _places_on_device(call: cst.Call) -> bool:
@@ -33,8 +28,8 @@ def _places_on_device(call: cst.Call) -> bool:
             continue
         if arg.keyword is not None and arg.keyword.value != "device":
             continue
-        name = patterns.dotted_name(arg.value) or ""
-        on_host = patterns.literal_value(arg.value) == "cpu"
+        name = cst_nodes.dotted_name(arg.value) or ""
+        on_host = cst_nodes.literal_value(arg.value) == "cpu"
         return not on_host and not (name.startswith("torch.") and name != "torch.device")
     return False
 
@@ -45,7 +40,7 @@ def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool
     chain put on a device (`X = X.cuda()`)."""
     placed = False
     while type(value) is cst.Call:
-        placed = placed or _places_on_device(value) or id(value) in walk.placed_by_analysis
+        placed = placed or _places_on_device(value) or walk.placed_by_analysis(value)
         if walk.resolver.qualified_names(value.func) & factories:
             return placed
         if type(value.func) is not cst.Attribute:
@@ -54,20 +49,30 @@ def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool
     return placed and not factories
 
 
-def device_tensors(walk, factories: tuple[str, ...]) -> set[str]:
-    """The names (`obs`, `self.obs`) the file assigns a tensor on a device that one of the
-    factories made (none: any), found once per file."""
-    cached = _TENSORS.setdefault(walk, {})
-    if factories not in cached:
-        wanted = frozenset(factories)
-        cached[factories] = {
-            name
-            for node in patterns.walk(walk.module)
-            if type(node) is cst.Assign and _made_on_device(node.value, wanted, walk)
-            for target in node.targets
-            if (name := patterns.dotted_name(target.target)) is not None
-        }
-    return cached[factories]
+def _device_tensors(walk: Walk, factories: tuple[str, ...]) -> frozenset[str]:
+    wanted = frozenset(factories)
+    return frozenset(
+        name
+        for node in (cst_nodes.walk(walk.module) if walk.module is not None else ())
+        if type(node) is cst.Assign and _made_on_device(node.value, wanted, walk)
+        for target in node.targets
+        if (name := cst_nodes.dotted_name(target.target)) is not None
+    )
+
+
+DEVICE_TENSORS: Fact[frozenset[str]] = FACTS.register(
+    Fact(
+        name="device_tensors",
+        doc="for a list of tensor factories (the key; none: any call), the names (`obs`, "
+        "`self.obs`) the file assigns a tensor on a device that one of them made",
+        compute=_device_tensors,
+    )
+)
+
+
+def device_tensors(walk: Walk, factories: tuple[str, ...]) -> frozenset[str]:
+    """The names the file assigns a device tensor one of the factories made (none: any)."""
+    return walk.fact(DEVICE_TENSORS, factories)
 
 
 def range_loop(walk) -> tuple[cst.For, cst.Call] | None:
@@ -78,16 +83,16 @@ def range_loop(walk) -> tuple[cst.For, cst.Call] | None:
             return None
         if type(node) in _LOOPS:
             iterable = node.iter if type(node) is cst.For else None
-            if type(iterable) is cst.Call and patterns.last_name(iterable.func) == "reversed":
+            if type(iterable) is cst.Call and cst_nodes.last_name(iterable.func) == "reversed":
                 iterable = iterable.args[0].value if iterable.args else None
-            ranged = type(iterable) is cst.Call and patterns.last_name(iterable.func) == "range"
+            ranged = type(iterable) is cst.Call and cst_nodes.last_name(iterable.func) == "range"
             return (node, iterable) if ranged and type(node.target) is cst.Name else None
     return None
 
 
 def _short(call: cst.Call) -> bool:
     """A literal `range(...)` of fewer than `_FEW` steps."""
-    values = [patterns.literal_value(a.value) for a in call.args]
+    values = [cst_nodes.literal_value(a.value) for a in call.args]
     if not values or any(type(v) is not int for v in values) or 0 in values[2:]:
         return False
     return len(range(*values)) < _FEW
@@ -123,7 +128,7 @@ def _writes(walk, node: cst.Assign, step: bool, cases) -> bool:
             continue
         buffer = subscript.value
         for case in cases:
-            if patterns.dotted_name(buffer) not in device_tensors(walk, case.names):
+            if cst_nodes.dotted_name(buffer) not in device_tensors(walk, case.names):
                 continue
             bindings = patterns.Bindings(
                 nodes={"buffer": buffer, "index": index.value, "value": node.value},

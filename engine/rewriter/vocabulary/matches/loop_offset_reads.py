@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 from pytpu.engine.rewriter.vocabulary.matches.loop_index_writes import (
     device_tensors,
     each_iteration_syncs,
@@ -38,7 +39,7 @@ def _bounds(subscript: cst.Subscript, index: str) -> tuple[cst.CSTNode, cst.CSTN
     return window.lower, upper
 
 
-def _reads(walk, node: cst.Subscript, cases) -> bool:
+def _reads(walk: Walk, node: cst.Subscript, cases: list[Case]) -> bool:
     if not walk.device_aware or walk.loops is None:
         return False
     if walk.path and type(walk.path[-1]) in (cst.AssignTarget, cst.AugAssign, cst.Del):
@@ -50,7 +51,7 @@ def _reads(walk, node: cst.Subscript, cases) -> bool:
     if bounds is None:
         return False
     for case in cases:
-        if patterns.dotted_name(node.value) not in device_tensors(walk, case.names):
+        if cst_nodes.dotted_name(node.value) not in device_tensors(walk, case.names):
             continue
         bindings = patterns.Bindings(
             nodes={"tensor": node.value, "start": bounds[0], "stop": bounds[1]},

@@ -6,9 +6,10 @@ from functools import cache
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.findings import UNKNOWN
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 DOTTED_LIST = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}}
 
@@ -25,7 +26,7 @@ def _chain(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def _words(case) -> frozenset[str]:
+def _words(case: Case) -> frozenset[str]:
     return frozenset(part for name in case.names for part in name.split(".") if part)
 
 
@@ -45,11 +46,11 @@ def _names_a_namespace(node: cst.CSTNode, words: frozenset[str], aliases: set[st
     return type(node) is cst.Name and (node.value in words or node.value in aliases)
 
 
-def _namespace(walk, node: cst.Attribute | cst.Name, cases) -> bool:
+def _namespace(walk: Walk, node: cst.Attribute | cst.Name, cases: list[Case]) -> bool:
     roots, last_words = _namespaces(cases)
     if not _names_a_namespace(node, last_words, walk.namespace_aliases):
         return False
-    if patterns.dotted_name(node) is None:
+    if cst_nodes.dotted_name(node) is None:
         return False
     for name in walk.resolver.qualified_names(node):
         for root, case in roots.items():
@@ -62,16 +63,16 @@ def _namespace(walk, node: cst.Attribute | cst.Name, cases) -> bool:
 
 def _imported_modules(node: cst.Import | cst.ImportFrom) -> list[str]:
     if isinstance(node, cst.Import):
-        return [patterns.dotted_name(a.name) or "" for a in node.names]
+        return [cst_nodes.dotted_name(a.name) or "" for a in node.names]
     if node.module is None or node.relative:
         return []
-    base = patterns.dotted_name(node.module) or ""
+    base = cst_nodes.dotted_name(node.module) or ""
     if isinstance(node.names, cst.ImportStar):
         return [base]
-    return [base, *(f"{base}.{patterns.dotted_name(a.name)}" for a in node.names)]
+    return [base, *(f"{base}.{cst_nodes.dotted_name(a.name)}" for a in node.names)]
 
 
-def _import(walk, node: cst.Import | cst.ImportFrom, cases) -> bool:
+def _import(walk: Walk, node: cst.Import | cst.ImportFrom, cases: list[Case]) -> bool:
     modules = _imported_modules(node)
     for case in cases:
         if any(_under(m, n) for m in modules for n in case.names):
@@ -80,7 +81,7 @@ def _import(walk, node: cst.Import | cst.ImportFrom, cases) -> bool:
     return False
 
 
-def _module(walk, node: cst.CSTNode, cases) -> bool:
+def _module(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     """An import of a renamed module, or `torch_xla.experimental.xla_sharding.Mesh` spelled out
     in full after a plain import."""
     if type(node) is not cst.Attribute:
@@ -90,7 +91,7 @@ def _module(walk, node: cst.CSTNode, cases) -> bool:
                 walk.plan(node, case, patterns.Bindings())
                 return True
         return False
-    text = patterns.dotted_name(node)
+    text = cst_nodes.dotted_name(node)
     if text is None:
         return False
     for case in cases:

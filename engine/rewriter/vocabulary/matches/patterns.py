@@ -6,11 +6,13 @@ import libcst as cst
 
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
+from pytpu.engine.rewriter.vocabulary.facts.assigned_attributes import ASSIGNED_ATTRIBUTES
 
 PATTERN = "pattern"
 
 
-def _match(walk, node: cst.CSTNode, _cases) -> bool:
+def _match(walk: Walk, node: cst.CSTNode, _cases: list[Case]) -> bool:
     """The most specific pattern indexed under the node's name decides; display-only cases of
     other rules that match too add their flags to the same site."""
     kind = type(node)
@@ -25,7 +27,7 @@ def _match(walk, node: cst.CSTNode, _cases) -> bool:
         by_value = walk.index.patterns.get((kind, f"={value_key}")) if value_key else None
         if by_value:
             candidates = [*(candidates or ()), *by_value]
-    if kind is cst.Attribute and candidates and node.attr.value in walk.assigned_attributes:
+    if kind is cst.Attribute and candidates and node.attr.value in walk.fact(ASSIGNED_ATTRIBUTES):
         # `self.is_cuda = ...` makes `.is_cuda` the program's own attribute: a pattern over
         # any object's `.is_cuda` is not about it
         candidates = [(c, p) for c, p in candidates if patterns.wildcard_name(p.value) is None]

@@ -9,13 +9,14 @@ from functools import cache
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices, patterns
+from pytpu.engine.rewriter import cst_nodes, devices, patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
 
 
 @cache
-def _globs(names: tuple[str, ...]) -> patterns.NameGlobs:
-    return patterns.NameGlobs([n.lower() for n in names])
+def _globs(names: tuple[str, ...]) -> cst_nodes.NameGlobs:
+    return cst_nodes.NameGlobs([n.lower() for n in names])
 
 
 @cache
@@ -34,9 +35,9 @@ def _option_names(call: cst.Call) -> list[str]:
     """What `parser.add_argument('-b', '--dist-backend', dest=...)` stores its value under."""
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "dest":
-            value = patterns.literal_value(arg.value)
+            value = cst_nodes.literal_value(arg.value)
             return [_setting_name(value)] if isinstance(value, str) else []
-    flags = [patterns.literal_value(a.value) for a in call.args if a.keyword is None]
+    flags = [cst_nodes.literal_value(a.value) for a in call.args if a.keyword is None]
     return [_setting_name(f) for f in flags if isinstance(f, str)]
 
 
@@ -64,11 +65,11 @@ def _position(walk, node: cst.CSTNode) -> tuple[str, list[str], cst.CSTNode | No
         target = node.target if kind is cst.AnnAssign else None
         if kind is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
-        name = patterns.last_name(target) if target is not None else None
+        name = cst_nodes.last_name(target) if target is not None else None
         where = "field" if _in_class_body(walk) else "assignment"
         return where, ([name] if name else []), node.value
     if kind is cst.DictElement:
-        key = patterns.literal_value(node.key)
+        key = cst_nodes.literal_value(node.key)
         return "entry", ([key] if isinstance(key, str) else []), node.value
     if kind is cst.Arg and node.keyword is not None and node.keyword.value == "default":
         call = walk.path[-1] if walk.path else None
@@ -91,12 +92,12 @@ def _values(node: cst.CSTNode, chain: list[cst.CSTNode]) -> Iterator[tuple[cst.C
 
 
 @cache
-def _any_case(cases: tuple) -> patterns.NameGlobs:
+def _any_case(cases: tuple) -> cst_nodes.NameGlobs:
     """The names any of the cases takes: most settings are no case's, and are let go at once."""
     return _globs(tuple(name for case in cases for name in case.names))
 
 
-def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
+def _setting_value(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     where, names, value = _position(walk, node)
     if value is None or not names:
         return False
@@ -106,7 +107,7 @@ def _setting_value(walk, node: cst.CSTNode, cases) -> bool:
         return False
     planned = False
     for sub, chain in _values(value, [node]):
-        if id(sub) in walk.claimed:
+        if walk.is_claimed(sub):
             continue
         for case in cases:
             if not _applies(case, where, sub is value):
@@ -135,15 +136,15 @@ def _applies(case, where: str, whole: bool) -> bool:
     return whole or case.options.get("setting_branches", True)
 
 
-def _rewrite(edit):
+def _rewrite(edit: Edit):
     """A string replacement keeps the site's quotes."""
-    value = patterns.literal_value(edit.case.template) if edit.case.template else None
+    value = cst_nodes.literal_value(edit.case.template) if edit.case.template else None
     if isinstance(value, str) and type(edit.updated) is cst.SimpleString:
         return devices.quote_like(edit.updated, value)
     return None  # the case's replacement, as rendered
 
 
-def _words(case) -> frozenset[str]:
+def _words(case: Case) -> frozenset[str]:
     """A word every listed name spells out (`backend` for `backend`, `*_backend`), if any: the
     file must contain it (an option is spelled `--dist-backend`: words are cut at `_`)."""
     pieces = [{p for p in re.split(r"[*?_\[\]]+", name.lower()) if p} for name in case.names]

@@ -6,17 +6,18 @@ from functools import cache
 
 import libcst as cst
 
-from pytpu.engine.rewriter import patterns
+from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 from pytpu.engine.rewriter.vocabulary.matches.cuda_words import written_for_people
 
 
 @cache
-def _globs(values: tuple[str, ...]) -> patterns.NameGlobs:
-    return patterns.NameGlobs(values)
+def _globs(values: tuple[str, ...]) -> cst_nodes.NameGlobs:
+    return cst_nodes.NameGlobs(values)
 
 
-def _string(walk, node: cst.SimpleString, cases) -> bool:
+def _string(walk: Walk, node: cst.SimpleString, cases: list[Case]) -> bool:
     if not any(all(word in node.value for word in _words(case)) for case in cases):
         return False  # (most strings: no literal to evaluate)
     value = node.evaluated_value
@@ -31,7 +32,7 @@ def _string(walk, node: cst.SimpleString, cases) -> bool:
 
 
 @cache
-def _words(case) -> frozenset[str]:
+def _words(case: Case) -> frozenset[str]:
     """For the pre-filter, the text every glob of the case holds (`CUDA_` of `CUDA_*` and
     `*_CUDA_*`); none when they share none (then every file is read)."""
     parts = [max(value.split("*"), key=len) for value in case.values]

@@ -1,0 +1,1 @@
+"""Per-file facts the vocabulary's entries share: one module each, registered in `FACTS`."""

@@ -1,0 +1,48 @@
+"""`launches`: whether the module calls a process launcher (`mp.spawn`, `torch_xla.launch`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.imports import bound_paths
+from pytpu.engine.rewriter.vocabulary import FACTS
+from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+
+
+def _calls_launcher(walk: Walk) -> bool:
+    module = walk.module
+    if module is None:
+        return False
+    launchers = walk.index.launchers
+    words = {q.rsplit(".", 1)[-1] for q in launchers}
+    if walk.text and not any(w in walk.text for w in words):
+        return False
+    # The whole file's imports: a context may ask before the walk reached an import below
+    # (`import torch.multiprocessing as mp` after the module's code, or in `main()`).
+    imported = {
+        local: path
+        for node in cst_nodes.walk(module)
+        if type(node) is cst.Import or type(node) is cst.ImportFrom
+        for local, path in bound_paths(node)
+    }
+    for node in cst_nodes.walk(module):
+        if type(node) is cst.Call and cst_nodes.last_name(node.func) in words:
+            # (by what it refers to: Lightning's `fabric.launch()` launches nothing here)
+            if walk.resolver.qualified_names(node.func) & launchers:
+                return True
+            root, _, rest = (cst_nodes.dotted_name(node.func) or "").partition(".")
+            path = imported.get(root)
+            if path is not None and ".".join(filter(None, (path, rest))) in launchers:
+                return True
+    return False
+
+
+LAUNCHES: Fact[bool] = FACTS.register(
+    Fact(
+        name="launches",
+        doc="whether the module calls a process launcher of the KB's `loops.launchers` "
+        "(`mp.spawn`, `torch_xla.launch`), by what the call refers to",
+        compute=_calls_launcher,
+    )
+)

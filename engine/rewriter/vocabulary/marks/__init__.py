@@ -1,0 +1,1 @@
+"""Positions the walk marks nodes in: one module each, registered in `MARKS`."""

@@ -1,0 +1,55 @@
+"""`marked`: a value in a position the walk marks (`marks/`), named by the rule: a new position
+is one file in `marks/` and a rule that names it, no match kind of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from pytpu.engine.rewriter import cst_nodes, patterns
+from pytpu.engine.rewriter.vocabulary import MARKS, MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
+
+
+def _marked(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
+    value = cst_nodes.literal_value(node)
+    for case in cases:
+        if case.values and value not in case.values:
+            continue
+        bindings = patterns.Bindings(nodes={"value": node}, covered=[node])
+        if walk.satisfies(case, bindings):
+            walk.plan(node, case, bindings)
+            return True
+    return False
+
+
+def _describe(match: dict[str, Any]) -> str:
+    mark = MARKS[match["marked"]]
+    values = match.get("value")
+    which = " equal to " + " or ".join(f"`{v!r}`" for v in values) if values else ""
+    return f"A value in the position `{mark.name}` ({mark.doc}){which}; it binds `$value`."
+
+
+def _properties() -> dict[str, Any]:
+    return {
+        "marked": {"enum": MARKS.names()},
+        "value": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    }
+
+
+MATCH_KINDS.register(
+    MatchKind(
+        name="marked",
+        doc="a value in the named position mark (`marks/`: the walk marks the values in that "
+        "position before it reaches them), bound as `$value`; with `value`, only a string "
+        "literal equal to one of those listed",
+        properties=_properties,
+        describe=_describe,
+        words=lambda case: MARKS[case.names[0]].words,
+        match=_marked,
+        marks_of=lambda case: case.names[:1],
+        values_of=lambda match: tuple(match.get("value", ())),
+        order=60,
+    )
+)
