@@ -1,14 +1,19 @@
 """Per-repository configuration: `.github/pytpu.yml` (or `.yaml`) or `[tool.pytpu]` in
 `pyproject.toml`.
 
-Every problem is a `ConfigError` whose message names the file, the line when known, the key,
-what is wrong and what to do.
+The keys, what each may hold and what each means are in `config.schema.json` (JSON Schema,
+Draft 2020-12), the one description of the settings: the file is validated against it, and the
+checks a schema cannot express (gitignore syntax, paths inside the repository, known targets,
+unique program names, `benchmark` beside several programs) follow here. Every problem is a
+`ConfigError` whose message names the file, the line when known, the key, what is wrong and what
+to do.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import os
 import posixpath
@@ -20,34 +25,19 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+import jsonschema
 import pathspec
 import yaml
+from jsonschema.exceptions import ValidationError
 
 YAML_FILES = (".github/pytpu.yml", ".github/pytpu.yaml")
 TARGET_ENV = "PYTPU_TARGET"  # the target where the settings set none (the Action's `target` input)
 PYPROJECT = "pyproject.toml"
 TABLE = "[tool.pytpu]"
-BASELINE_DEVICES = ("cpu", "cuda")
-
-KEYS: dict[str, str] = {
-    "include": "path patterns (gitignore style) the migration rewrites; default: every file",
-    "exclude": "path patterns (gitignore style) never rewritten; default: none",
-    "run": "shell command, run from the repository root, that test generation records; or a "
-    "list of them, one per program, each a command, `name: command`, or a mapping with "
-    "`name`, `command` and `benchmark`",
-    "benchmark": "shell command the benchmark times; default: the `run` command (with several "
-    "programs, each program's own `benchmark`)",
-    "tolerance": "positive factor applied to the generated tests' dtype tolerances; default 1.0",
-    "baseline_device": "where the original code runs for comparison: cpu (default) or cuda",
-    "target": "what to migrate to, e.g. torch_xla or torch_xla==2.9; default torch_xla",
-    "tests": "folder of the generated test suite, inside the repository; default tests/pytpu",
-    "timeout": "seconds allowed for each run of the program; default 300",
-    "requirements": "requirements files the program's environment installs, relative to the "
-    "root; default: requirements.txt at the root and beside each program's script, and "
-    "pyproject.toml's [project] dependencies",
-    "setup": "shell commands run in the program's environment after its requirements, from the "
-    "repository root (`pip install ...` for what no file declares); default: none",
-}
+SCHEMA_PATH = Path(__file__).with_name("config.schema.json")
+SCHEMA: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+KEYS: dict[str, str] = {key: spec["description"] for key, spec in SCHEMA["properties"].items()}
+BASELINE_DEVICES = tuple(SCHEMA["properties"]["baseline_device"]["enum"])
 
 _TABLE_HEADER = re.compile(r"\[\s*tool\s*\.\s*pytpu\s*\]\s*(#.*)?")
 _TOML_KEY = re.compile(r"""["']?([A-Za-z0-9_-]+)["']?\s*=""")
@@ -159,21 +149,35 @@ def _both_message(first: str, second: str) -> str:
     )
 
 
-def _build(entries: dict[str, tuple[Any, str]], source: str) -> Config:
+@dataclass(frozen=True)
+class _Settings:
+    """A settings file as read: its value (a mapping when well formed), where it starts, where
+    each of its keys is ("file:line"), and what the whole is called and how it is written."""
+
+    value: Any
+    where: str
+    keys: dict[str, str]
+    called: str  # "the top level", "`tool.pytpu`"
+    form: str  # what to write instead of a value that is not a mapping
+
+
+def _build(settings: _Settings, source: str) -> Config:
+    problems = _schema_problems(settings)
+    if None in problems:
+        raise ConfigError(f"{settings.where}: {problems[None]}")
     values = {}
-    for key, (value, where) in entries.items():
-        check = _CHECKS.get(key)
-        if check is None:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEYS)}"
-            raise ConfigError(f"{where}: unknown key `{key}`; {hint}")
+    for key, value in settings.value.items():  # in the file's order: the first problem is told
+        where = settings.keys[key]
+        if key in problems:
+            raise ConfigError(f"{where}: {problems[key]}")
         try:
-            values[key] = check(value)
+            values[key] = _VALUES[key](value)
         except ValueError as exc:
             raise ConfigError(f"{where}: `{key}` {exc}") from None
+    # across keys: one `benchmark` cannot time several programs
     if values.get("benchmark") and len(values.get("run", ())) > 1:
         raise ConfigError(
-            f"{entries['benchmark'][1]}: `benchmark` is one command, but `run` lists "
+            f"{settings.keys['benchmark']}: `benchmark` is one command, but `run` lists "
             f"{len(values['run'])} programs; give each program its own `benchmark` "
             "(`- {name: train, command: ..., benchmark: ...}`)"
         )
@@ -187,19 +191,22 @@ def _read_text(path: Path, name: str) -> str:
         raise ConfigError(f"{name}: cannot be read ({exc}); make it a readable UTF-8 file") from exc
 
 
-def _read_yaml(path: Path, name: str) -> dict[str, tuple[Any, str]]:
-    """key -> (value, "file:line"); composed node by node so each key keeps its line."""
+def _read_yaml(path: Path, name: str) -> _Settings:
+    """Composed node by node so each key keeps its line."""
     loader = yaml.SafeLoader(_read_text(path, name))
+    form = f"write `key: value` lines; known keys: {', '.join(KEYS)}"
     try:
         node = loader.get_single_node()
         if node is None:  # an empty file: defaults
-            return {}
-        if not isinstance(node, yaml.MappingNode):
-            raise ConfigError(
-                f"{name}:{node.start_mark.line + 1}: the top level must be a mapping of settings "
-                f"(`key: value` lines); known keys: {', '.join(KEYS)}"
-            )
-        entries: dict[str, tuple[Any, str]] = {}
+            return _Settings({}, name, {}, "the top level", form)
+        top = f"{name}:{node.start_mark.line + 1}"
+        if not isinstance(node, yaml.MappingNode):  # (the schema says what it must be)
+            value = loader.construct_object(node, deep=True)
+            return _Settings(value, top, {}, "the top level", form)
+        # What JSON cannot hold, the schema cannot check: a key that is not a string, a key
+        # set twice (the second would silently win).
+        values: dict[str, Any] = {}
+        keys: dict[str, str] = {}
         for key_node, value_node in node.value:
             where = f"{name}:{key_node.start_mark.line + 1}"
             key = loader.construct_object(key_node, deep=True)
@@ -207,12 +214,11 @@ def _read_yaml(path: Path, name: str) -> dict[str, tuple[Any, str]]:
                 raise ConfigError(
                     f"{where}: key {key!r} is not a name; use one of {', '.join(KEYS)}"
                 )
-            if key in entries:
-                raise ConfigError(
-                    f"{where}: `{key}` is set twice (also at {entries[key][1]}); keep one"
-                )
-            entries[key] = (loader.construct_object(value_node, deep=True), where)
-        return entries
+            if key in values:
+                raise ConfigError(f"{where}: `{key}` is set twice (also at {keys[key]}); keep one")
+            values[key] = loader.construct_object(value_node, deep=True)
+            keys[key] = where
+        return _Settings(values, top, keys, "the top level", form)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
@@ -223,8 +229,8 @@ def _read_yaml(path: Path, name: str) -> dict[str, tuple[Any, str]]:
         loader.dispose()
 
 
-def _read_pyproject(path: Path) -> dict[str, tuple[Any, str]] | None:
-    """key -> (value, where) from `[tool.pytpu]`, or None when there is no such table."""
+def _read_pyproject(path: Path) -> _Settings | None:
+    """`[tool.pytpu]`, or None when there is no such table."""
     if not path.is_file():
         return None
     text = _read_text(path, PYPROJECT)
@@ -236,12 +242,9 @@ def _read_pyproject(path: Path) -> dict[str, tuple[Any, str]] | None:
     table = tool.get("pytpu") if isinstance(tool, dict) else None
     if table is None:
         return None
-    if not isinstance(table, dict):
-        raise ConfigError(
-            f"{PYPROJECT}: `tool.pytpu` must be a table; write {TABLE} followed "
-            "by `key = value` lines"
-        )
-    return {key: (value, _toml_where(text, key)) for key, value in table.items()}
+    where = {key: _toml_where(text, key) for key in table} if isinstance(table, dict) else {}
+    form = f"write {TABLE} followed by `key = value` lines"
+    return _Settings(table, PYPROJECT, where, "`tool.pytpu`", form)
 
 
 def _toml_where(text: str, key: str) -> str:
@@ -256,41 +259,179 @@ def _toml_where(text: str, key: str) -> str:
     return f"{PYPROJECT} {TABLE}"
 
 
-# Each check returns the value to keep or raises ValueError("must be ..., not ...; what to do").
+# --- the schema: what each key may hold ------------------------------------------------------
 
 
-def _patterns(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
-        raise ValueError(
-            f"must be a list of path patterns (gitignore style), not {value!r}; "
-            'e.g. ["src/", "*.py"]'
-        )
-    try:
+def _finite_number(checker: Any, instance: Any) -> bool:
+    # JSON has no NaN or infinity, so a schema's "number" cannot exclude them; YAML's `.nan`
+    # and `.inf` and TOML's `nan` and `inf` are not numbers here.
+    number = jsonschema.Draft202012Validator.TYPE_CHECKER.is_type(instance, "number")
+    return number and math.isfinite(instance)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("number", _finite_number),
+)
+_VALIDATOR = _Validator(SCHEMA)
+
+
+def _schema_problems(settings: _Settings) -> dict[str | None, str]:
+    """The first problem with each key (None: with the whole), each "SUBJECT ... what to do"."""
+    problems: dict[str | None, str] = {}
+    for error in _VALIDATOR.iter_errors(settings.value):
+        if error.path:
+            problems.setdefault(error.path[0], _message(error, settings.value))
+        elif error.validator == "additionalProperties":
+            for key in settings.value:
+                if key not in KEYS:
+                    problems.setdefault(key, _unknown(key))
+        else:
+            message = _message(error, settings.value, settings.called)
+            problems.setdefault(None, f"{message}; {settings.form}")
+    return problems
+
+
+def _unknown(key: str) -> str:
+    close = difflib.get_close_matches(key, KEYS, n=1)
+    hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(KEYS)}"
+    return f"unknown key `{key}`; {hint}"
+
+
+def _message(
+    error: ValidationError, document: Any, called: str = "", root: dict[str, Any] = SCHEMA
+) -> str:
+    """`SUBJECT must be ..., not VALUE; e.g. EXAMPLE`: told by the innermost schema with an
+    `errorMessage` on the way to the failure; of alternatives (`anyOf`), by the one the value
+    fits, if it fits one."""
+    error = _narrowed(error)
+    schema, depth, by_name = _teller(error, root)
+    path = list(error.absolute_path)[:depth]
+    subject = " ".join(part for part in (called, _subject(document, path)) if part)
+    if "errorMessage" not in schema:  # (each key's schema has one: tests/test_config.py)
+        return f"{subject}: {error.message}"
+    examples = " or ".join(_shown(example) for example in schema.get("examples", ()))
+    example = f"; e.g. {examples}" if examples else ""
+    if by_name:  # a mapping's key, told by `propertyNames`
+        return f"{subject}: the name {error.instance!r} {schema['errorMessage']}{example}"
+    value = _at(document, path)
+    return f"{subject} {schema['errorMessage']}, not {value!r}{example}"
+
+
+def _narrowed(error: ValidationError) -> ValidationError:
+    """Into the alternative of an `anyOf` that the value fits: the only one of its type, or the
+    only one whose failures are all inside the value (a named program's bad name, not a
+    mapping missing `command`)."""
+    while error.validator == "anyOf":
+        branches: dict[int, list[ValidationError]] = {}
+        for inner in error.context or ():
+            branches.setdefault(inner.relative_schema_path[0], []).append(inner)
+
+        def whole(inner: ValidationError) -> bool:  # about the value itself, not inside it
+            return not inner.relative_path and "propertyNames" not in inner.relative_schema_path
+
+        fits = [
+            errors
+            for errors in branches.values()
+            if not any(whole(inner) and inner.validator == "type" for inner in errors)
+        ]
+        if len(fits) > 1:
+            fits = [errors for errors in fits if not any(whole(inner) for inner in errors)]
+        if len(fits) != 1:
+            break
+        error = fits[0][0]
+    return error
+
+
+def _teller(error: ValidationError, root: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
+    """The innermost schema with an `errorMessage` from `root` down to the failing keyword, how
+    many steps into the value it is, and whether it tells of a key (`propertyNames`)."""
+    schema: Any = root
+    depth, by_name = 0, False
+    told = (schema, depth, by_name)
+    steps = list(error.absolute_schema_path)
+    index = 0
+    while index < len(steps):
+        key = steps[index]
+        while key not in schema and "$ref" in schema:  # ($ref is not a step of the path)
+            schema = _resolve(schema["$ref"])
+            told = (schema, depth, by_name) if "errorMessage" in schema else told
+        if index == len(steps) - 1:  # the failing keyword itself
+            break
+        if key in ("properties", "anyOf", "allOf", "oneOf", "prefixItems"):
+            schema = schema[key][steps[index + 1]]
+            depth += key in ("properties", "prefixItems")
+            index += 2
+        else:
+            schema = schema[key]
+            depth += key in ("items", "additionalProperties")
+            by_name = by_name or key == "propertyNames"
+            index += 1
+        told = (schema, depth, by_name) if "errorMessage" in schema else told
+    return told
+
+
+def _resolve(reference: str) -> Any:
+    """A reference within the schema (`#/$defs/NAME`)."""
+    found: Any = SCHEMA
+    for part in reference.removeprefix("#/").split("/"):
+        found = found[part]
+    return found
+
+
+def _subject(document: Any, path: list[Any]) -> str:
+    """The key, then the place inside its value: "`run` item 2 `name`"."""
+    words, value = [], document
+    for part in path:
+        words.append(f"item {part + 1}" if isinstance(value, list) else f"`{part}`")
+        value = value[part]
+    return " ".join(words)
+
+
+def _at(document: Any, path: list[Any]) -> Any:
+    for part in path:
+        document = document[part]
+    return document
+
+
+def _shown(example: Any) -> str:
+    return example if isinstance(example, str) else json.dumps(example)
+
+
+def _problem(value: Any, schema: dict[str, Any], called: str) -> str | None:
+    """What is wrong with `value` as `schema` (a part of SCHEMA) describes it, or None."""
+    for error in _VALIDATOR.evolve(schema=schema).iter_errors(value):
+        return _message(error, value, called, root=schema)
+    return None
+
+
+# --- what a schema cannot express, and the values kept ---------------------------------------
+# Each function takes a value the schema accepted, returns the value to keep, or raises
+# ValueError("must be ..., not ...; what to do") for what only Python can tell.
+
+
+def _patterns(value: list[str]) -> tuple[str, ...]:
+    try:  # gitignore syntax is pathspec's to tell
         pathspec.GitIgnoreSpec.from_lines(value)
     except ValueError as exc:
         raise ValueError(f"has a pattern that is not gitignore style ({exc}); fix it") from None
     return tuple(value)
 
 
-def _command(value: Any) -> str | None:
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        raise ValueError(f"must be a shell command (a string), not {value!r}; e.g. python train.py")
-    return value
+_PROGRAM_NAME = SCHEMA["$defs"]["program_name"]
+# the keys of a program's mapping; a mapping with one other key is `name: command`
+_PROGRAM_KEYS = tuple(
+    next(form for form in SCHEMA["$defs"]["program"]["anyOf"] if "required" in form)["properties"]
+)
+_NAMED_COMMAND = re.compile(r"([^\s:]+):\s+(\S.*)", re.DOTALL)
 
 
-_PROGRAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_PROGRAM_KEYS = ("name", "command", "benchmark")
-_NAMED_COMMAND = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):\s+(\S.*)", re.DOTALL)
-
-
-def _programs(value: Any) -> tuple[Program, ...]:
+def _programs(value: str | list[Any] | None) -> tuple[Program, ...]:
     """`run`: one command, or a list of programs."""
     if value is None:
         return ()
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise ValueError("is an empty list; list the programs' commands, or leave `run` out")
-    programs = tuple(_program(item, n) for n, item in enumerate(items, 1))
+    programs = tuple(_program(item) for item in (value if isinstance(value, list) else [value]))
+    # unique names: a comparison across the items
     names = [p.name for p in programs if p.name]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -298,59 +439,31 @@ def _programs(value: Any) -> tuple[Program, ...]:
     return programs
 
 
-def _program(item: Any, number: int) -> Program:
-    where = f"item {number}" if number else "the command"
+def _program(item: str | dict[str, Any]) -> Program:
     if isinstance(item, str):
-        return Program(_command(item))
-    if isinstance(item, dict) and len(item) == 1 and not set(item) & set(_PROGRAM_KEYS):
+        return Program(item)
+    if len(item) == 1 and not set(item) & set(_PROGRAM_KEYS):
         ((name, command),) = item.items()  # `- train: python train.py`
-        item = {"name": name, "command": command}
-    if not isinstance(item, dict) or "command" not in item or set(item) - set(_PROGRAM_KEYS):
-        raise ValueError(
-            f"{where} must be a command, `name: command`, or a mapping with `command` (and "
-            f"optionally `name`, `benchmark`), not {item!r}; e.g. - train: python train.py"
-        )
-    name = item.get("name")
-    if name is not None and not (isinstance(name, str) and _PROGRAM_NAME.fullmatch(name)):
-        raise ValueError(
-            f"{where}: the name {name!r} must be letters, digits, `_`, `.` or `-` (it names "
-            "the program's folder of tests); e.g. train"
-        )
-    return Program(_command(item["command"]), name, _command(item.get("benchmark")))
+        return Program(command, name)
+    return Program(item["command"], item.get("name"), item.get("benchmark"))
 
 
 def program_option(text: str) -> Program:
     """`--run 'train: python train.py'` or `--run 'python train.py'` (the command line's form)."""
     named = _NAMED_COMMAND.fullmatch(text.strip())
-    if named:
-        return Program(_command(named[2]), named[1])
-    return Program(_command(text))
+    if named and _VALIDATOR.evolve(schema=_PROGRAM_NAME).is_valid(named[1]):
+        return Program(named[2], named[1])
+    problem = _problem(text, SCHEMA["$defs"]["command"], "`--run`")
+    if problem:
+        raise ValueError(problem)
+    return Program(text)
 
 
-def _positive(example: str) -> Callable[[Any], float]:
-    def check(value: Any) -> float:
-        # bool is an int in Python, but `true` is never meant as a number here
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"must be a number greater than 0, not {value!r}; e.g. {example}")
-        return float(value)
-
-    return check
-
-
-def _device(value: Any) -> str:
-    if value not in BASELINE_DEVICES:
-        raise ValueError(f"must be one of {', '.join(BASELINE_DEVICES)}, not {value!r}")
-    return value
-
-
-def _target(value: Any) -> str:
+def _target(value: str) -> str:
     # Imported here: the rewrite stage may itself read the configuration.
     from pytpu.engine.rewriter.checkout import parse_target
 
-    if not isinstance(value, str):
-        raise ValueError(f"must be a string, not {value!r}; e.g. torch_xla or torch_xla==2.9")
-    try:
+    try:  # the known targets are the KB's
         parse_target(value)
     except ValueError as exc:
         raise ValueError(
@@ -359,9 +472,8 @@ def _target(value: Any) -> str:
     return value
 
 
-def _tests(value: Any) -> str:
-    if not (isinstance(value, str) and value.strip()):
-        raise ValueError(f"must be a folder path (a string), not {value!r}; e.g. tests/pytpu")
+def _tests(value: str) -> str:
+    # inside the repository: told after normalising (`a/../../x`), and by either OS's rules
     path = posixpath.normpath(value.replace("\\", "/"))
     outside = PurePosixPath(path).is_absolute() or PureWindowsPath(value).drive
     if outside or path in (".", "..") or path.startswith("../"):
@@ -372,39 +484,33 @@ def _tests(value: Any) -> str:
     return path
 
 
-def _files(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(f, str) and f.strip() for f in value):
-        raise ValueError(
-            f"must be a list of file paths relative to the root, not {value!r}; "
-            'e.g. ["requirements.txt", "requirements/train.txt"]'
-        )
-    for name in value:
+def _files(value: list[str]) -> tuple[str, ...]:
+    for name in value:  # inside the repository, after normalising
         path = posixpath.normpath(name.replace("\\", "/"))
         if PurePosixPath(path).is_absolute() or path == ".." or path.startswith("../"):
             raise ValueError(f"names {name!r}, outside the repository; give a path inside it")
     return tuple(value)
 
 
-def _commands(value: Any) -> tuple[str, ...]:
-    items = value if isinstance(value, list) else [value]
-    if not items or not all(isinstance(c, str) and c.strip() for c in items):
-        raise ValueError(
-            f"must be a shell command or a list of them, not {value!r}; "
-            'e.g. ["pip install ./vendor/ops"]'
-        )
-    return tuple(items)
+def _commands(value: str | list[str]) -> tuple[str, ...]:
+    return tuple(value if isinstance(value, list) else [value])
 
 
-_CHECKS: dict[str, Callable[[Any], Any]] = {
+def _same(value: Any) -> Any:
+    return value
+
+
+# key -> the value kept, after the checks the schema cannot make
+_VALUES: dict[str, Callable[[Any], Any]] = {
     "include": _patterns,
     "exclude": _patterns,
     "run": _programs,
-    "benchmark": _command,
-    "tolerance": _positive("2.0"),
-    "baseline_device": _device,
+    "benchmark": _same,
+    "tolerance": float,
+    "baseline_device": _same,
     "target": _target,
     "tests": _tests,
-    "timeout": _positive("600"),
+    "timeout": float,
     "requirements": _files,
     "setup": _commands,
 }

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import textwrap
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from pytpu.engine import config
-from pytpu.engine.config import KEYS, Config, ConfigError, Program, load, program_option
+from pytpu.engine.config import (
+    KEYS,
+    SCHEMA,
+    SCHEMA_PATH,
+    Config,
+    ConfigError,
+    Program,
+    load,
+    program_option,
+)
+from tests.source_tree import ROOT
 
 
 def write(root: Path, name: str, text: str) -> Path:
@@ -34,9 +47,62 @@ def test_defaults_without_files(tmp_path):
     assert loaded.selects("any/file.py")
 
 
-def test_every_key_is_documented_and_checked():
-    assert set(KEYS) == set(config._CHECKS)
-    assert set(KEYS) | {"source", "given", "target_source"} == set(Config().as_dict())
+def test_the_schema_is_valid_draft_2020_12():
+    jsonschema.Draft202012Validator.check_schema(json.loads(SCHEMA_PATH.read_text("utf-8")))
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_every_key_the_code_reads_is_in_the_schema():
+    bookkeeping = {"source", "given", "target_source"}
+    read = {field.name for field in dataclasses.fields(Config)} - bookkeeping
+    assert read == set(SCHEMA["properties"]) == set(KEYS) == set(config._VALUES)
+    assert set(KEYS) | bookkeeping == set(Config().as_dict())
+    assert all(KEYS.values()), "every key is documented (its `description`)"
+    # a program's mapping holds Program's fields; `name: command` is any other single key
+    program = SCHEMA["$defs"]["program"]["anyOf"]
+    assert set(config._PROGRAM_KEYS) == {field.name for field in dataclasses.fields(Program)}
+    named = [form for form in program if "maxProperties" in form][0]
+    assert {k for option in named["not"]["anyOf"] for k in option["required"]} == set(
+        config._PROGRAM_KEYS
+    )
+
+
+def test_every_key_s_schema_says_what_it_must_be():
+    for key, spec in SCHEMA["properties"].items():
+        told = spec if "$ref" not in spec else {**config._resolve(spec["$ref"]), **spec}
+        assert "must" in told.get("errorMessage", ""), key
+
+
+def _schemas(schema):
+    """Every schema within `schema`, itself first."""
+    if isinstance(schema, dict):
+        yield schema
+        for key, value in schema.items():
+            if key not in ("examples", "default", "enum", "const"):
+                yield from _schemas(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _schemas(value)
+
+
+def test_the_schema_s_examples_and_defaults_are_valid():
+    # (the examples go into the error messages; a wrong one would mislead)
+    checked = 0
+    for schema in _schemas(SCHEMA):
+        for example in [
+            *schema.get("examples", ()),
+            *([schema["default"]] if "default" in schema else []),
+        ]:
+            assert config._VALIDATOR.evolve(schema=schema).is_valid(example), (schema, example)
+            checked += 1
+    assert checked > 10
+
+
+def test_the_schema_s_defaults_are_the_code_s():
+    defaults = Config().as_dict()
+    for key, spec in SCHEMA["properties"].items():
+        if "default" in spec:
+            assert spec["default"] == defaults[key], key
 
 
 @pytest.mark.parametrize("name", [".github/pytpu.yml", ".github/pytpu.yaml"])
@@ -262,9 +328,14 @@ def test_several_programs_are_read(tmp_path):
     "text, expected",
     [
         ("run:\n  - train: python a.py\n  - train: python b.py\n", "names train more than once"),
-        ("run: []\n", "empty list"),
+        ("run: []\n", "`run` must list the programs' commands (or leave `run` out), not []"),
         ("run:\n  - {name: x, cmd: python a.py}\n", "item 1 must be a command"),
-        ("run:\n  - {name: 'a b', command: python a.py}\n", "the name 'a b' must be letters"),
+        (
+            "run:\n  - {name: 'a b', command: python a.py}\n",
+            "`run` item 1 `name` must be letters, digits, `_`, `.` or `-` (it names the "
+            "program's folder of tests), not 'a b'; e.g. train",
+        ),
+        ("run:\n  - {'a b': python a.py}\n", "item 1: the name 'a b' must be letters"),
         ("run: [python a.py, python b.py]\nbenchmark: python c.py\n", "each program its own"),
     ],
 )
@@ -289,3 +360,91 @@ def test_the_actions_target_input_applies_where_the_settings_set_none(tmp_path, 
     (tmp_path / ".github" / "pytpu.yml").unlink()
     with pytest.raises(ConfigError, match="PYTPU_TARGET: `target` is not a valid target"):
         load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "include: [src/]\n\ntolerance: .nan\n",
+            ".github/pytpu.yml:3: `tolerance` must be a number greater than 0, not nan; e.g. 2.0",
+        ),
+        (
+            "run:\n  - python a.py\n  - train: ''\n",
+            ".github/pytpu.yml:1: `run` item 2 `train` must be a shell command (a string), "
+            "not ''; e.g. python train.py",
+        ),
+        (
+            "run:\n  - {command: python a.py, benchmark: 3}\n",
+            ".github/pytpu.yml:1: `run` item 1 `benchmark` must be a shell command (a string), "
+            "not 3; e.g. python train.py",
+        ),
+        (
+            # a named program without its command (read as a program with none before)
+            "run:\n  - train:\n",
+            ".github/pytpu.yml:1: `run` item 1 `train` must be a shell command (a string), "
+            "not None; e.g. python train.py",
+        ),
+        (
+            "exclude: [build/]\nsetup: []\n",
+            ".github/pytpu.yml:2: `setup` must be a shell command or a list of them, not []; "
+            'e.g. ["pip install ./vendor/ops"]',
+        ),
+        (
+            "tests: 2020-01-01\n",
+            ".github/pytpu.yml:1: `tests` must be a folder path (a string), not "
+            "datetime.date(2020, 1, 1); e.g. tests/pytpu",
+        ),
+        (
+            "\n- run: python a.py\n",
+            ".github/pytpu.yml:2: the top level must be a mapping of settings, not "
+            "[{'run': 'python a.py'}]; write `key: value` lines; known keys: include, exclude",
+        ),
+        # the first problem in the file's order, whether the schema or the code finds it
+        ("tests: '..'\ntolerance: -1\n", ".github/pytpu.yml:1: `tests` must be a folder inside"),
+        ("tolerance: -1\ntests: '..'\n", ".github/pytpu.yml:1: `tolerance` must be a number"),
+        ("timeouts: 1\ntolerance: -1\n", ".github/pytpu.yml:1: unknown key `timeouts`; did you"),
+    ],
+)
+def test_invalid_settings_name_file_line_and_what_to_do(tmp_path, text, expected):
+    assert yaml_error(tmp_path, text).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[tool.pytpu]\nrun = ["python a.py", {name = "a b", command = "x"}]\n',
+            "pyproject.toml:2 [tool.pytpu]: `run` item 2 `name` must be letters",
+        ),
+        (
+            '[tool.pytpu]\ntests = "t"\ntimeout = inf\n',
+            "pyproject.toml:3 [tool.pytpu]: `timeout` must be a number greater than 0, not inf; "
+            "e.g. 600",
+        ),
+        (
+            "[tool]\npytpu = 1\n",
+            "pyproject.toml: `tool.pytpu` must be a mapping of settings, not 1; write "
+            "[tool.pytpu] followed by `key = value` lines",
+        ),
+    ],
+)
+def test_invalid_pyproject_settings_name_file_line_and_what_to_do(tmp_path, text, expected):
+    write(tmp_path, "pyproject.toml", text)
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path)
+    assert str(info.value).startswith(expected)
+
+
+def test_a_blank_command_line_program_is_an_error():
+    with pytest.raises(ValueError, match=r"^`--run` must be a shell command \(a string\), not ' '"):
+        program_option(" ")
+    assert program_option("a b: c") == Program("a b: c")  # not a name: all of it is the command
+
+
+def test_the_readme_s_example_settings_are_valid(tmp_path):
+    readme = (ROOT / "README.md").read_text("utf-8")
+    after = readme.split("Configuration, in `.github/pytpu.yml`", 1)[1]
+    example = after.split("```yaml\n", 1)[1].split("```", 1)[0]
+    write(tmp_path, ".github/pytpu.yml", example)
+    assert set(load(tmp_path).given) == set(KEYS)  # every key, each valid
