@@ -51,7 +51,7 @@ from packaging.utils import (
 from pytpu.engine import processes
 from pytpu.engine.config import Config
 from pytpu.engine.source_roots import project_names
-from pytpu.runtime import bootstrap
+from pytpu.runtime import launch
 
 REQUIREMENTS = "requirements.txt"
 PYPROJECT = "pyproject.toml"
@@ -308,7 +308,7 @@ def imported_companions(root: Path, found: Declared, chosen: Target) -> Declared
 
 def _default_files(root: Path, settings: Config) -> list[Path]:
     """requirements.txt at the root and beside each program's script."""
-    from pytpu.engine.testgen.discover import entry_script
+    from pytpu.engine.testgen.invocation import entry_script
 
     folders = [root]
     for program in settings.run:
@@ -509,7 +509,7 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
     if stand_in is not None:
         backend = f"{backend}'s stand-in ({stand_in['module']}, on the CPU)"
         folder = cache / "stand-ins" / stand_in["module"]
-        side["autoload"] = bootstrap.write_autoload(folder, stand_in["module"])
+        side["autoload"] = launch.write_autoload(folder, stand_in["module"])
     started = time.perf_counter()
     base = _base(chosen, cache, root)
     if found.empty and base.own:

@@ -13,28 +13,24 @@ leaves behind (data-loader workers) end with it.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytpu.engine.source_roots import import_roots
-from pytpu.runtime import bootstrap
-from pytpu.runtime.bootstrap import BASELINE_ENV
+from pytpu.runtime import channel, launch
+from pytpu.runtime.channel import BASELINE_ENV
+from pytpu.runtime.launch import Finished, run  # noqa: F401 (the one runner of child processes)
 
 # Tests judge behaviour, not speed: XLA:CPU compiles an LSTM's gradients 10x faster without
 # LLVM's optimisations (72 s -> 6 s), and computes the same values.
 QUICK_CPU_COMPILE = "--xla_backend_optimization_level=0"
 DEVICE_VARIABLES = ("PYTPU_DEVICE", "PJRT_DEVICE", "XLA_FLAGS")
 
-safe_environment = bootstrap.safe_environment
-HARNESS_ENV = bootstrap.HARNESS_ENV  # the settings of test generation's harness
-TIMER_ENV = bootstrap.TIMER_ENV  # the settings of the benchmark's step timer
+safe_environment = launch.safe_environment
+HARNESS_ENV = channel.HARNESS_ENV  # the settings of test generation's harness
+TIMER_ENV = channel.TIMER_ENV  # the settings of the benchmark's step timer
 
 
 # The scripts folder of the environment built for the program (pytpu.engine.environment), whose
@@ -46,24 +42,13 @@ PROGRAM_SCRIPTS: ContextVar[Path | None] = ContextVar("PROGRAM_SCRIPTS", default
 # point loads the CPU stand-in for it on `import torch` (None: the target's own backend).
 TARGET_DEVICE: ContextVar[str] = ContextVar("TARGET_DEVICE", default="xla")
 STAND_IN: ContextVar[Path | None] = ContextVar("STAND_IN", default=None)
-ACCELERATORS = bootstrap.MIGRATED_DEVICES  # the devices a migrated side runs on
+ACCELERATORS = channel.MIGRATED_DEVICES  # the devices a migrated side runs on
 
 
 def program_python() -> str:
     """The Python that runs the program's code and its tests."""
     scripts = PROGRAM_SCRIPTS.get()
     return str(scripts / "python") if scripts else sys.executable
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A child process that ended, by itself or at its time limit."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-    timed_out: bool
 
 
 def pytest_environment(root: Path, device: str, baseline: bool = False) -> dict[str, str]:
@@ -87,7 +72,7 @@ def program_environment(
     """The user's program on `device` with PyTPU inside it: the harness (`variable` HARNESS_ENV)
     or the step timer (TIMER_ENV), given `settings`; `hide_gpus`: a GPU stays unused."""
     scripts = PROGRAM_SCRIPTS.get()
-    env = _on_device(bootstrap.program_environment(variable, settings, scripts), device)
+    env = _on_device(launch.program_environment(variable, settings, scripts), device)
     # the repository's packages as if installed, after PyTPU's start-up folder (first)
     folders = [str(f) for f in import_roots(Path(settings["root"]))] if "root" in settings else []
     if folders:
@@ -121,10 +106,10 @@ def _on_device(env: dict[str, str], device: str, quick_compile: bool = False) ->
     env["PYTPU_DEVICE"] = device
     env.pop(BASELINE_ENV, None)
     stand_in = STAND_IN.get()
-    env.pop(bootstrap.STAND_IN_ENV, None)
+    env.pop(channel.STAND_IN_ENV, None)
     if device == "tpu" and stand_in is not None:  # torch's backend autoload finds it there
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(stand_in)]))
-        env[bootstrap.STAND_IN_ENV] = str(stand_in)
+        env[channel.STAND_IN_ENV] = str(stand_in)
     if device == "xla":
         env.setdefault("PJRT_DEVICE", "CPU")  # no TPU here: XLA on the CPU, named so in reports
         if quick_compile and env["PJRT_DEVICE"].upper() == "CPU" and "XLA_FLAGS" not in env:
@@ -136,31 +121,3 @@ def shown(env: dict[str, str], device: str) -> list[str]:
     """The device variables of `env` as a person would type them before the command."""
     names = DEVICE_VARIABLES if device == "xla" else DEVICE_VARIABLES[:1]
     return [f"{name}={env[name]}" for name in names if name in env]
-
-
-def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float) -> Finished:
-    """Run `command` (a shell line, or an argument list) in `cwd` in a session of its own.
-
-    Its output goes to files, so that processes it leaves behind do not hold the run open; at the
-    end, by itself or at `timeout`, whatever is left of its session is killed."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        process = subprocess.Popen(
-            command, shell=isinstance(command, str), cwd=cwd, env=env, stdout=out, stderr=err,
-            text=True, start_new_session=True,
-        )  # fmt: skip
-        timed_out = False
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            process.wait()
-        out.seek(0)
-        err.seek(0)
-        seconds = time.perf_counter() - started
-        return Finished(process.returncode, out.read(), err.read(), seconds, timed_out)

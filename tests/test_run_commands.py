@@ -108,19 +108,19 @@ def test_a_start_up_file_that_fails_is_named_in_the_error():
 def test_large_settings_reach_the_program_through_a_file(tmp_path):
     """A library with hundreds of module classes gives the harness more probes than one
     environment variable may hold (128 KiB): they travel in a file."""
-    from pytpu.runtime import bootstrap
+    from pytpu.runtime import channel, launch
 
     settings = {"probes": ["x" * 100] * 2000}
-    env = bootstrap.program_environment(bootstrap.HARNESS_ENV, settings)
-    value = env[bootstrap.HARNESS_ENV]
+    env = launch.program_environment(channel.HARNESS_ENV, settings)
+    value = env[channel.HARNESS_ENV]
     assert value.startswith("@") and len(value) < 4096
-    assert json.loads(bootstrap._settings_text(value)) == settings
-    small = bootstrap.program_environment(bootstrap.HARNESS_ENV, {"probes": []})
-    assert json.loads(small[bootstrap.HARNESS_ENV]) == {"probes": []}
+    assert json.loads(channel.settings_text(value)) == settings
+    small = launch.program_environment(channel.HARNESS_ENV, {"probes": []})
+    assert json.loads(small[channel.HARNESS_ENV]) == {"probes": []}
 
 
 def test_a_failure_is_summed_up_by_the_exception_its_last_traceback_ends_with():
-    from pytpu.runtime.bootstrap import failure_summary
+    from pytpu.runtime.launch import failure_summary
 
     listing = "\n".join(
         f"Backend{i}: registered at kernel.cpp:{i} [backend fallback]" for i in range(9)
@@ -145,7 +145,7 @@ def test_a_failure_is_summed_up_by_the_exception_its_last_traceback_ends_with():
 def test_a_crash_with_no_traceback_is_summed_up_by_its_known_cause():
     # milesial/Pytorch-UNet on XLA's CPU: per-parameter host reads after the step, each compiling
     # the step again, until LLVM could map no more memory and the process died of SIGSEGV
-    from pytpu.runtime.bootstrap import exit_message
+    from pytpu.runtime.launch import exit_message
 
     output = "epoch 1\nLLVM compilation error: Cannot allocate memory\nLLVM ERROR: out of memory\n"
     message = exit_message("the program", 139, output)

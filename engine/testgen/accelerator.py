@@ -21,8 +21,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytpu.engine.testgen import discover
-from pytpu.engine.testgen.discover import ADD, DROP, SET, Change, Option, SideCommand
+from pytpu.engine.testgen import invocation
+from pytpu.engine.testgen.invocation import ADD, DROP, SET, Change, SideCommand
+from pytpu.engine.testgen.options import Option, is_value, program_options
 
 _ACCELERATOR = r"(?:cuda|gpus?|accel|accelerator|tpu|xla)"
 # A name (its dest, `-` read as `_`) that means "the accelerator is used" when true...
@@ -44,19 +45,19 @@ ACCELERATOR_ON = {"cpu": "cuda", "xla": "xla", "tpu": "tpu"}
 
 def on_device(root: Path, command: str, device: str) -> SideCommand:
     """The command the side on `device` ('cpu', 'xla', 'tpu') runs: `command` with each change that
-    turns the accelerator on, read from the program's parser (`discover.program_options`)."""
+    turns the accelerator on, read from the program's parser (`options.program_options`)."""
     changes = [
         Change(DROP, word.value.split("=")[0], was=word.value.partition("=")[2], variable=True)
-        for word in discover.assignments(command)
+        for word in invocation.assignments(command)
         if word.value.partition("=")[2] in HIDING.get(word.value.split("=")[0], ())
     ]
-    call = discover.program_call(root, command)
+    call = invocation.program_call(root, command)
     if call is not None:
-        options = discover.program_options(root, call, command)
+        options = program_options(root, call, command)
         changes += _option_changes(call, options, ACCELERATOR_ON[device])
     if not changes:
         return SideCommand(command)
-    return SideCommand(discover.changed(root, command, changes), tuple(changes))
+    return SideCommand(invocation.changed(root, command, changes), tuple(changes))
 
 
 def section(before: SideCommand, after: SideCommand) -> dict[str, Any] | None:
@@ -74,7 +75,7 @@ def described(changes: tuple[Change, ...] | list[Change]) -> str:
 
 
 def _option_changes(
-    call: discover.ProgramCall, options: list[Option], accelerator: str
+    call: invocation.ProgramCall, options: list[Option], accelerator: str
 ) -> list[Change]:
     by_name = {name: option for option in options for name in option.names}
     changes = []
@@ -105,7 +106,7 @@ def _given(words: list[str], by_name: dict[str, Option]) -> list[tuple]:
             found.append((name, value, option))
         elif option is not None and not option.takes_value:
             found.append((name, None, option))
-        elif index + 1 < len(words) and discover.is_value(words[index + 1]):
+        elif index + 1 < len(words) and is_value(words[index + 1]):
             found.append((name, words[index + 1], option))
     return found
 

@@ -1,14 +1,15 @@
 """What the repository's code offers to test, read from its source: module classes, training steps,
-and the short command that runs the program.
+the short command that runs the program, the settings it branches on, its step settings and the
+options its parser declares.
 
 Recording (pytpu.runtime.harness) sees what the program really calls; this static view is what it is
 checked against, so that the summary can name every module class and training step that got no
-test, and why.
+test, and why. The run command's shell line is read by `pytpu.runtime.command`, its program in the
+repository found and the command changed for a side by `invocation`.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -22,9 +23,23 @@ from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProv
 from pytpu.engine import processes
 from pytpu.engine.rewriter import sources
 from pytpu.engine.rewriter.notebooks import NotebookError
-from pytpu.engine.testgen import notebook_code
+from pytpu.engine.testgen import accelerator, notebook_code
+from pytpu.engine.testgen.invocation import (
+    ADD,
+    ProgramCall,
+    SideCommand,
+    entry_script,
+    program_call,
+)
+from pytpu.engine.testgen.options import (
+    declared_options,
+    is_value,
+    program_options,
+    script_module,
+)
+from pytpu.runtime import command as shell
 from pytpu.runtime.cells import split_cell_id
-from pytpu.runtime.kernel import RUNNER_MODULE, is_notebook, runner_at
+from pytpu.runtime.command import is_notebook, runnable
 
 # Flags that make a program's own run short, and the value each gets (None: a switch).
 SHORT_RUN_FLAGS = {
@@ -401,161 +416,18 @@ class RunCommand:
         return next((c.option for c in self.on_xla.changes if c.action == ADD), None)
 
 
-def entry_script(root: Path, command: str) -> str | None:
-    """The script a shell line runs (`program_call`), relative to the root."""
-    call = program_call(root, command)
-    return call.entry if call else None
-
-
-# A shell word (its quotes and escapes kept) or an operator: `&&`, `||`, `;`, `|`, `&`, a
-# redirection (`>`, `2>&`), a parenthesis.
-_SHELL_TOKEN = re.compile(
-    r"(?P<operator>&&|\|\||\d*[<>]+&?|[;&|()])"
-    r"|(?P<word>(?:[^\s'\"\\;&|<>()]|\\.|'[^']*'|\"(?:[^\"\\]|\\.)*\")+)"
-)
-_REDIRECTION = re.compile(r"\d*[<>]+&?")
-_PYTHON = re.compile(r"python[\d.]*")
-# Programs, and Python modules, that run a script given after their own options.
-LAUNCHERS = (
-    "torchrun",
-    "deepspeed",
-    "accelerate",
-    "torch.distributed.run",
-    "torch.distributed.launch",
-)
-_PYTHON_VALUE_OPTIONS = ("-W", "-X", "--check-hash-based-pycs")  # python options with a value
-
-
-@dataclass(frozen=True)
-class Word:
-    """A word of a shell line: where it is in the line, and its value once the shell unquotes it."""
-
-    start: int
-    end: int
-    value: str
-
-
-@dataclass(frozen=True)
-class ProgramCall:
-    """Where a shell line runs the program: the script (or module) Python runs, directly or
-    through a launcher, and the program's own arguments after it."""
-
-    entry: str  # the script, relative to the root, with /
-    arguments: tuple[Word, ...]  # the words after the script, up to an operator or redirection
-    end: int  # where the invocation's last word ends: an argument added there reaches the program
-
-    @property
-    def values(self) -> list[str]:
-        """The program's arguments as it receives them."""
-        return [word.value for word in self.arguments]
-
-
-def program_call(root: Path, command: str) -> ProgramCall | None:
-    """The first invocation in `command` of a Python script or module of the repository:
-    `PYTHONPATH=. python train.py`, `env A=1 python3 -u -m pkg.train`, `cd src && python x.py`,
-    `torchrun --nproc_per_node=1 train.py`, `accelerate launch x.py`."""
-    directory = root
-    for words in _simple_commands(command):
-        values = [word.value for word in words]
-        if values[:1] == ["cd"] and len(values) == 2:
-            directory = directory / values[1]
+def short_run_flags(script: Path, given: list[str]) -> list[str]:
+    """The words of the script's own short-run flags (`SHORT_RUN_FLAGS`: `--dry-run`,
+    `--epochs 1`) that its parser declares and the arguments `given` do not set."""
+    flags = _argparse_flags(script)
+    set_already = {w.split("=", 1)[0] for w in ["python", script.name, *given]}
+    words: list[str] = []
+    for flag, value in SHORT_RUN_FLAGS.items():
+        if flag in set_already or flag not in flags:
             continue
-        found = _script_word(values)
-        if found is None:
-            continue
-        index, module = found
-        script = _script_path(directory, values[index], module)
-        try:
-            entry = script.resolve().relative_to(root.resolve()).as_posix() if script else None
-        except ValueError:  # a script outside the repository
-            entry = None
-        if entry is not None:
-            return ProgramCall(entry, tuple(words[index + 1 :]), words[-1].end)
-    return None
-
-
-def _script_path(directory: Path, name: str, module: bool) -> Path | None:
-    if module:
-        dotted = directory / name.replace(".", "/")
-        candidates = [dotted.with_name(f"{dotted.name}.py"), dotted / "__main__.py"]
-    else:
-        candidates = [directory / name] if name.endswith(_RUNNABLE) else []
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def _simple_commands(command: str) -> list[list[Word]]:
-    """The words of each command of a shell line, split at its operators; a redirection ends its
-    command's words (the words after it are not looked at)."""
-    commands: list[list[Word]] = [[]]
-    redirected = False
-    for token in _SHELL_TOKEN.finditer(command):
-        operator = token["operator"]
-        if operator and _REDIRECTION.fullmatch(operator):
-            redirected = True
-        elif operator:
-            commands.append([])
-            redirected = False
-        elif not redirected:  # the regular expression matched its quotes: shlex reads it
-            value = "".join(shlex.split(token["word"]))
-            commands[-1].append(Word(token.start(), token.end(), value))
-    return [words for words in commands if words]
-
-
-def _script_word(words: list[str]) -> tuple[int, bool] | None:
-    """The index of the script (True: of the module) that a command runs with Python, directly or
-    through a launcher, after variables, `env` and options; or of the notebook it runs, bare
-    (`train.ipynb`) or through a notebook runner (`jupyter execute train.ipynb`)."""
-    index = _command_start(words)
-    if index == len(words):
-        return None
-    if is_notebook(words[index]):
-        return index, False
-    runner = runner_at(words, index)
-    launcher = Path(words[index]).name in LAUNCHERS or runner > 0
-    if not (launcher or _PYTHON.fullmatch(Path(words[index]).name)):
-        return None
-    index += max(runner, 1)
-    while index < len(words):
-        word = words[index]
-        if launcher:
-            if word.endswith(_RUNNABLE):
-                return index, False
-        elif word == "-m" and index + 1 < len(words):
-            if words[index + 1] not in LAUNCHERS and not runner_at(words, index + 1):
-                return index + 1, True
-            launcher, index = True, index + 1  # python -m torch.distributed.run ... x.py
-        elif word == "-c":
-            return None
-        elif word in _PYTHON_VALUE_OPTIONS:
-            index += 1
-        elif not word.startswith("-"):
-            return index, False
-        index += 1
-    return None
-
-
-_RUNNABLE = (".py", ".ipynb")  # what a launcher or a notebook runner runs
-
-
-def _command_start(words: list[str]) -> int:
-    """The index of the program a simple command runs, after its variables and `env`."""
-    index = 0
-    while index < len(words) and (words[index] == "env" or re.fullmatch(r"\w+=.*", words[index])):
-        index += 1
-    return index
-
-
-def runnable(command: str) -> str:
-    """`command` with each bare notebook it runs (`train.ipynb`, which a shell cannot run) given
-    to PyTPU's notebook runner: `python -m pytpu.runtime.notebook train.ipynb`."""
-    starts = []
-    for words in _simple_commands(command):
-        index = _command_start([word.value for word in words])
-        if index < len(words) and is_notebook(words[index].value):
-            starts.append(words[index].start)
-    for start in reversed(starts):
-        command = f"{command[:start]}python -m {RUNNER_MODULE} {command[start:]}"
-    return command
+        if (value is None) == (flags[flag] == "store_true"):
+            words += [flag] if value is None else [flag, value]
+    return words
 
 
 def _argparse_flags(script: Path) -> dict[str, str | None]:
@@ -575,8 +447,6 @@ def _argparse_flags(script: Path) -> dict[str, str | None]:
 def run_command(root: Path, given: str | None, suite_dir: Path) -> RunCommand | None:
     """The given command, or one built from the entry script's own flags for a short run; with
     the commands the two sides run (`accelerator.on_device`)."""
-    from pytpu.engine.testgen import accelerator  # it reads commands through this module
-
     guessed = not given
     if given:
         command = runnable(given)
@@ -609,14 +479,7 @@ def entry_scripts(root: Path, suite_dir: Path) -> list[Path]:
 def short_command(root: Path, script: Path, given: list[str] | None = None) -> str:
     """A shell line, from the root, that runs `script` (with the arguments `given`, default
     none) and the script's own short-run flags the arguments do not set (`--dry-run`)."""
-    flags = _argparse_flags(script)
-    words = ["python", script.name, *(given or [])]
-    set_already = {w.split("=", 1)[0] for w in words}
-    for flag, value in SHORT_RUN_FLAGS.items():
-        if flag in set_already or flag not in flags:
-            continue
-        if (value is None) == (flags[flag] == "store_true"):
-            words += [flag] if value is None else [flag, value]
+    words = ["python", script.name, *(given or []), *short_run_flags(script, given or [])]
     relative_dir = script.parent.relative_to(root).as_posix()
     command = shlex.join(words)
     if relative_dir != ".":
@@ -701,15 +564,11 @@ def setting_variants(root: Path, command: RunCommand) -> tuple[list[Variant], li
     return list(variants.values()), list(skipped.values())
 
 
-def _last_part(command: str) -> str:
-    """What runs last in a shell line: after the last `&&`, `;` or `|`."""
-    return re.split(r"&&|;|\|", command)[-1]
-
-
 def _ends_with_script(command: str, entry: str) -> bool:
     """The python invocation ends the command, so an option appended to it reaches the script."""
-    last = _last_part(command)
-    return Path(entry).name in last and not re.search(r"[<>]", last)
+    line = shell.parse(command)
+    last = line.appendable
+    return last is not None and Path(entry).name in line.text_of(last)
 
 
 def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
@@ -733,13 +592,6 @@ def _settings(module: cst.Module, command: str) -> dict[str, _Setting]:
 _KINDS: dict[str, type] = {"str": str, "int": int}
 
 
-def _literal(node: cst.BaseExpression | None) -> str | int | None:
-    """The value of a string or integer literal."""
-    if isinstance(node, (cst.SimpleString, cst.Integer)):
-        return node.evaluated_value
-    return None
-
-
 def _given_options(words: list[str]) -> dict[str, str]:
     """Options the words give a value: `--name=value` or `--name value`; the last one counts."""
     given = {}
@@ -752,14 +604,6 @@ def _given_options(words: list[str]) -> dict[str, str]:
         elif index + 1 < len(words) and is_value(words[index + 1]):
             given[name] = words[index + 1]
     return given
-
-
-def is_value(word: str) -> bool:
-    """A word that is an option's value rather than another option: `5`, `cpu`, `-1`."""
-    return not word.startswith("-") or bool(_NEGATIVE.fullmatch(word))
-
-
-_NEGATIVE = re.compile(r"-\d+(?:\.\d*)?")
 
 
 # --- how long the program trains -----------------------------------------------------------------
@@ -781,17 +625,6 @@ class StepSetting:
     given: bool  # the command gives it
 
 
-def _entry_script(root: Path, call: ProgramCall) -> cst.Module | None:
-    """The invocation's script, parsed; None for a notebook (a command sets none of its
-    settings) or a script that cannot be read."""
-    if is_notebook(call.entry):
-        return None
-    try:
-        return cst.parse_module((root / call.entry).read_bytes())
-    except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
-        return None
-
-
 def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetting]:
     """The entry script's step or epoch settings that have a value: integer argparse options
     (of the script or of the repository's modules it imports) the command gives or that have a
@@ -799,7 +632,7 @@ def step_settings(root: Path, call: ProgramCall, command: str) -> list[StepSetti
     (`--max_iters=20`, nanoGPT's configurator), and the overrides of a configuration system the
     command gives (`overrides`). A notebook has none: its settings are in its cells, which a
     command does not set."""
-    if _entry_script(root, call) is None:
+    if script_module(root, call) is None:
         return []
     given = _given_options(call.values)
     found: dict[str, StepSetting] = {}
@@ -922,245 +755,4 @@ def _compared(test: cst.BaseExpression, settings: dict[str, _Setting]) -> list[t
         value = call.args[0].value
         if setting is not None and isinstance(value, cst.SimpleString):
             found.append((setting, [value.evaluated_value], True))
-    return found
-
-
-# --- the program's options, as its parser declares them ------------------------------------------
-
-
-@dataclass(frozen=True)
-class Option:
-    """An option the program declares: an argparse `add_argument`, or a module-level global that
-    a configurator sets from `--name=value` (nanoGPT's)."""
-
-    names: tuple[str, ...]  # as the command writes it: --no-cuda, -n
-    dest: str  # the name the program reads: no_cuda
-    action: str | None  # store_true, store_false, BooleanOptionalAction...; None: takes a value
-    kind: str | None  # the type's name (str when none is given); None: not a plain name
-    default: Any = None  # a literal default; None when there is none or it is not a literal
-    choices: tuple | None = None
-    nargs: bool = False  # declares nargs
-    attribute: bool = True  # read as `args.dest` (argparse) rather than as a global
-
-    @property
-    def long(self) -> str | None:
-        return next((n for n in self.names if n.startswith("--")), None)
-
-    @property
-    def takes_value(self) -> bool:
-        return self.action in (None, "store", "append")
-
-
-_OPTION_CALL = m.Call(func=m.Attribute(attr=m.Name("add_argument")))
-_VALUE_ACTIONS = {"store_true": True, "store_false": False}  # a switch's value when given
-
-
-def declared_options(module: cst.Module, command: str = "") -> list[Option]:
-    """The options `module`'s argparse parsers declare; and, where `command` sets the script's
-    globals (`--name=value`, nanoGPT's configurator), its module-level literal globals."""
-    options = [_option(call) for call in m.findall(module, _OPTION_CALL)]
-    found = [option for option in options if option is not None]
-    globals_ = _literal_globals(module)
-    if any(f"--{name}=" in command for name in globals_):
-        declared = {option.dest for option in found}
-        for name, value in globals_.items():
-            if value is not None and name not in declared:
-                kind = type(value).__name__
-                found.append(Option((f"--{name}",), name, None, kind, value, attribute=False))
-    return found
-
-
-def _option(call: cst.CSTNode) -> Option | None:
-    """The option an `add_argument` call declares; None without a name written as a string."""
-    assert isinstance(call, cst.Call)
-    names = tuple(
-        a.value.evaluated_value
-        for a in call.args
-        if a.keyword is None and isinstance(a.value, cst.SimpleString)
-    )
-    names = tuple(n for n in names if isinstance(n, str))
-    if not names:
-        return None
-    keywords = {a.keyword.value: a.value for a in call.args if a.keyword}
-    action = keywords.get("action")
-    if isinstance(action, cst.SimpleString):
-        action = action.evaluated_value
-    elif isinstance(action, (cst.Attribute, cst.Name)):  # argparse.BooleanOptionalAction
-        action = (action.attr if isinstance(action, cst.Attribute) else action).value
-    elif action is not None:
-        action = "?"  # an action PyTPU cannot read: not taken for a value
-    if action == "BooleanOptionalAction":  # it declares `--no-x` beside `--x`
-        names += tuple(f"--no-{n[2:]}" for n in names if n.startswith("--"))
-    written_type = keywords.get("type", cst.Name("str") if action is None else None)
-    kind = written_type.value if isinstance(written_type, cst.Name) else None
-    long = next((n for n in names if n.startswith("--")), None)
-    dest = _literal(keywords.get("dest"))
-    if not isinstance(dest, str):
-        dest = (long or names[0]).lstrip("-").replace("-", "_")
-    choices = _constant(keywords.get("choices"))
-    choices = tuple(choices) if isinstance(choices, (list, tuple)) else None
-    default = _constant(keywords.get("default"))
-    if "default" not in keywords and action in _VALUE_ACTIONS:
-        default = not _VALUE_ACTIONS[action]
-    return Option(names, dest, action, kind, default, choices, "nargs" in keywords)
-
-
-def _literal_globals(module: cst.Module) -> dict[str, Any]:
-    """Module-level names assigned once at the top -> their value, if a literal (else None)."""
-    found: dict[str, Any] = {}
-    for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if m.matches(small, m.Assign(targets=[m.AssignTarget(m.Name())])):
-                found[small.targets[0].target.value] = _literal(small.value)
-            elif m.matches(small, m.AnnAssign(target=m.Name())) and small.value is not None:
-                found[small.target.value] = _literal(small.value)
-    return found
-
-
-def _constant(node: cst.BaseExpression | None) -> Any:
-    """The value of a literal expression (`-1`, `True`, `['cpu', 'cuda']`); None otherwise."""
-    if node is None:
-        return None
-    try:
-        return ast.literal_eval(cst.Module([]).code_for_node(node))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-
-
-def program_options(root: Path, call: ProgramCall, command: str) -> list[Option]:
-    """The options of the invocation's script, with those of the repository's modules it
-    imports (a parser built in `options.py`); none for a notebook or a script not read."""
-    module = _entry_script(root, call)
-    if module is None:
-        return []
-    options = declared_options(module, command)
-    for path in _imported_files(root, root / call.entry, module):
-        try:
-            options += declared_options(cst.parse_module(path.read_bytes()))
-        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
-            continue
-    return options
-
-
-def _imported_files(root: Path, script: Path, module: cst.Module) -> list[Path]:
-    """The repository's files that `module` (the file `script`) imports by name: beside the
-    script, or from the root."""
-    names = []
-    for node in m.findall(module, m.Import() | m.ImportFrom()):
-        if isinstance(node, cst.Import):
-            names += [cst.Module([]).code_for_node(a.name) for a in node.names]
-        elif node.module is not None:  # `from .options import parse` too: beside the script
-            names.append(cst.Module([]).code_for_node(node.module))
-    found = []
-    for name in dict.fromkeys(names):
-        for folder in dict.fromkeys((script.parent, root)):
-            base = folder / name.replace(".", "/")
-            candidates = (base.with_name(f"{base.name}.py"), base / "__init__.py")
-            path = next((p for p in candidates if p.is_file()), None)
-            if path is not None and path.resolve() != script.resolve():
-                found.append(path)
-                break
-    return found
-
-
-# --- a command changed for one side --------------------------------------------------------------
-
-DROP, SET, ADD = "drop", "set", "add"
-
-
-@dataclass(frozen=True)
-class Change:
-    """One change of a command: an argument of the program's invocation left out (with its
-    value when it takes one), given another value (in place, else added as `option=value`), or
-    a switch added; or a variable the line sets for the program left out."""
-
-    action: str  # drop | set | add
-    option: str  # as the command writes it: --no-cuda, --device, SOLVER.MAX_ITER, a variable
-    value: str | None = None  # the value `set` gives it
-    was: str | None = None  # the value the command gave it; None: a switch, or not given
-    takes_value: bool = False  # `drop`: the word after the option is its value (`--gpu -1`)
-    variable: bool = False  # an environment variable set before the program
-
-    @property
-    def written(self) -> str:
-        """The option as the command gave it: `--no-cuda`, `--gpu -1`, `CUDA_VISIBLE_DEVICES=`."""
-        if self.variable:
-            return f"{self.option}={shlex.quote(self.was) if self.was else ''}"
-        return shlex.join([self.option, self.was]) if self.was is not None else self.option
-
-    @property
-    def said(self) -> str:
-        """The change in words, for the report and the tests' comments: without `--no-cuda`."""
-        if self.action == DROP:
-            return f"without `{self.written}`"
-        if self.action == ADD:
-            return f"with `{self.option}`"
-        return f"with `{shlex.join([self.option, self.value or ''])}` rather than `{self.was}`"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "option": self.option, "written": self.written,
-                "value": self.value, "said": self.said}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SideCommand:
-    """The command one side runs: the given one with `changes` made."""
-
-    command: str
-    changes: tuple[Change, ...] = ()
-
-
-def changed(root: Path, command: str, changes: list[Change] | tuple[Change, ...]) -> str:
-    """`command` with `changes` made to the program's invocation (`program_call`) and to the
-    variables its line sets; the rest of the line is left as written. An option given twice is
-    changed twice; one the command does not give is added after its last argument."""
-    call = program_call(root, command)
-    arguments = call.arguments if call else ()
-    edits: list[tuple[int, int, str]] = []
-    added = []
-    for change in changes:
-        if change.variable:
-            named = [w for w in assignments(command) if w.value.split("=")[0] == change.option]
-            edits += [(w.start, w.end, "") for w in named]
-            continue
-        found = False
-        for index, word in enumerate(arguments):
-            following = arguments[index + 1] if index + 1 < len(arguments) else None
-            if word.value.startswith(f"{change.option}="):
-                text = f"{change.option}={shlex.quote(change.value or '')}"
-                edits.append((word.start, word.end, "" if change.action == DROP else text))
-            elif word.value == change.option:
-                if change.action == DROP:
-                    end = following.end if following and change.takes_value else word.end
-                    edits.append((word.start, end, ""))
-                elif change.action == SET and following is not None:
-                    edits.append((following.start, following.end, shlex.quote(change.value)))
-                elif change.action == SET:
-                    edits.append((word.start, word.end, f"{change.option}={change.value}"))
-            else:
-                continue
-            found = True
-        if not found and call is not None and change.action != DROP:
-            value = f"={shlex.quote(change.value)}" if change.action == SET else ""
-            added.append(f" {change.option}{value}")
-    if added:
-        edits.append((call.end, call.end, "".join(added)))
-    for start, end, text in sorted(edits, reverse=True):
-        if not text and command[start - 1 : start] == " ":  # a word left out takes its space
-            start -= 1
-        elif not text and command[end : end + 1] == " ":  # the line's first word: the one after
-            end += 1
-        command = command[:start] + text + command[end:]
-    return command
-
-
-def assignments(command: str) -> list[Word]:
-    """The variables each command of a shell line sets for the program it runs: `A=1 python`,
-    `env A=1 python`."""
-    found = []
-    for words in _simple_commands(command):
-        start = _command_start([word.value for word in words])
-        found += [word for word in words[:start] if word.value != "env"]
     return found

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import pytest_runs
-from pytpu.engine.testgen import discover, record, suite, workspace
+from pytpu.engine.testgen import discover, invocation, record, suite, workspace
 
 DEFAULT_OUT = "tests/pytpu"
 MAX_TOTAL_BYTES = 8 << 20  # recorded data per repository
@@ -44,8 +44,8 @@ class GenerationResult:
     command: str = ""  # as recorded and run before the migration
     # The two sides' commands (with the accelerator on: `--no-cuda` left out), when they are not
     # the given one.
-    on_cpu: discover.SideCommand | None = None
-    on_xla: discover.SideCommand | None = None
+    on_cpu: invocation.SideCommand | None = None
+    on_xla: invocation.SideCommand | None = None
     out: Path | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     data_bytes: int = 0

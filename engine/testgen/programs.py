@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine.config import Program
-from pytpu.engine.testgen import discover, proposals
+from pytpu.engine.testgen import invocation, proposals
 from pytpu.engine.testgen.generate import (
     DEFAULT_OUT,
     OTHER_PROGRAM,
@@ -186,7 +186,7 @@ def _names(root: Path, commands: list[str], given: list[str | None]) -> list[str
     names: list[str] = []
     for command, name in zip(commands, given, strict=True):
         if name is None:
-            entry = discover.entry_script(root, command)
+            entry = invocation.entry_script(root, command)
             stem = Path(entry).stem if entry else "program"
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "program"
             if name in names and entry and Path(entry).parent.name:

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytpu.engine.source_roots import source_roots
-from pytpu.engine.testgen import discover
+from pytpu.engine.testgen import discover, invocation
+from pytpu.runtime import command as shell
 
 README = re.compile(r"readme(\.\w+)?", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _PROMPT = re.compile(r"^\s*(\$|>>>|%|!)?\s*")
-_STARTS = re.compile(r"(\w+=\S*\s+)*(env\s+)?(python[\d.]*|torchrun|accelerate)\s")
+_STARTERS = ("torchrun", "accelerate")  # besides Python: what a README's command line starts with
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def find(root: Path, suite_dir: Path) -> list[Proposal]:
     found: list[Proposal] = []
     seen: set[str] = set()
     for proposal in [*_readme_commands(root), *_console_scripts(root), *_scripts(root, suite_dir)]:
-        entry = discover.entry_script(root, proposal.command) or proposal.command
+        entry = invocation.entry_script(root, proposal.command) or proposal.command
         if entry not in seen:
             seen.add(entry)
             found.append(proposal)
@@ -52,10 +53,10 @@ def _readme_commands(root: Path) -> list[Proposal]:
                 fenced = not fenced
                 continue
             text = _PROMPT.sub("", line, count=1).strip()
-            if not fenced or not _STARTS.match(text + " ") or text.endswith("\\"):
+            if not fenced or not _starts_a_program(text) or text.endswith("\\"):
                 continue
             command = text if folder == "." else f"cd {shlex.quote(folder)} && {text}"
-            call = discover.program_call(root, command)
+            call = invocation.program_call(root, command)
             if call is not None:
                 where = readme.relative_to(root).as_posix()
                 found.append(Proposal(_shortened(root, command, call), f"{where}:{number}"))
@@ -73,12 +74,21 @@ def _readmes(root: Path) -> list[Path]:
     return found
 
 
-def _shortened(root: Path, command: str, call: discover.ProgramCall) -> str:
+def _starts_a_program(text: str) -> bool:
+    """A line of a README that starts by running Python, torchrun or accelerate, after
+    variables and `env`: `python train.py`, `A=1 python3 -m pkg.train`."""
+    segments = shell.parse(text).segments
+    word = segments[0].executable if segments and segments[0].start == 0 else None
+    return word is not None and (
+        word.value in _STARTERS or bool(shell.PYTHON.fullmatch(word.value))
+    )
+
+
+def _shortened(root: Path, command: str, call: invocation.ProgramCall) -> str:
     """The command with the script's short-run flags it does not set, after its arguments."""
-    short = discover.short_command(root, root / call.entry, [w.value for w in call.arguments])
-    given = {w.value.split("=", 1)[0] for w in call.arguments}
-    added = shlex.split(short.rpartition("&& ")[2])[2 + len(call.arguments) :]
-    extra = [w for w in added if w not in given]
+    given = [w.value for w in call.arguments]
+    added = discover.short_run_flags(root / call.entry, given)
+    extra = [w for w in added if w not in {g.split("=", 1)[0] for g in given}]
     if not extra:
         return command
     return command[: call.end] + " " + shlex.join(extra) + command[call.end :]

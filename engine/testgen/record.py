@@ -16,7 +16,7 @@ from typing import Any
 
 from pytpu.engine import processes
 from pytpu.engine.testgen import discover, workspace
-from pytpu.runtime import bootstrap
+from pytpu.runtime import launch
 
 
 class RecordingFailed(Exception):
@@ -152,7 +152,7 @@ def _run_variants(
             each.failure = f"did not finish in {min(limit, left):.0f} s"
             continue
         if run.returncode != 0:
-            last = bootstrap.failure_summary(run.stderr, limit=160)
+            last = launch.failure_summary(run.stderr, limit=160)
             each.failure = f"exits with {run.returncode} on the original code: {last}"
         else:
             each.runs.append(run)
@@ -160,7 +160,7 @@ def _run_variants(
 
 def _check(run: Run, command: str) -> None:
     if run.returncode != 0:
-        raise RecordingFailed(bootstrap.exit_message(f"`{command}`", run.returncode, run.stderr))
+        raise RecordingFailed(launch.exit_message(f"`{command}`", run.returncode, run.stderr))
     if not run.harness:
         raise RecordingFailed(processes.ran_without_pytpu(command, "the harness", run.stderr))
 

@@ -18,7 +18,7 @@ import jinja2
 import pytpu.runtime
 from pytpu.engine.testgen import accelerator, discover
 from pytpu.runtime.cells import source_file
-from pytpu.runtime.kernel import is_notebook
+from pytpu.runtime.command import is_notebook
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REQUIREMENTS = """\

@@ -14,7 +14,8 @@ program's own step or epoch setting (`--epochs`, `--max-steps`, nanoGPT's `--max
 configuration system's `trainer.max_steps=N`), as test generation's discovery finds it, and runs
 the longer command instead. Both that lengthening and the sides' commands with the accelerator
 on (`accelerator.on_device`: without `--no-cuda`) are changes of the one command
-(`discover.Change`), made by `discover.changed`.
+(`invocation.Change`), made by `invocation.changed` on the command as `pytpu.runtime.command`
+reads it.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import processes
-from pytpu.engine.testgen import accelerator, discover, workspace
-from pytpu.runtime import bootstrap
+from pytpu.engine.testgen import accelerator, discover, invocation, workspace
+from pytpu.runtime import launch
 
 DEVICES = ("cpu", "cuda", *processes.ACCELERATORS)
 MIN_TIMED = 2  # a median and a spread need at least two steps
@@ -190,7 +191,7 @@ class Longer:
     each step or epoch setting raised."""
 
     command: str
-    changes: tuple[discover.Change, ...]
+    changes: tuple[invocation.Change, ...]
 
     @property
     def raised(self) -> dict[str, tuple[int, int]]:
@@ -198,12 +199,12 @@ class Longer:
         return {
             c.option: (int(c.was), int(c.value))
             for c in self.changes
-            if c.action == discover.SET and c.was and c.value
+            if c.action == invocation.SET and c.was and c.value
         }
 
     @property
     def dropped(self) -> tuple[str, ...]:
-        return tuple(c.option for c in self.changes if c.action == discover.DROP)
+        return tuple(c.option for c in self.changes if c.action == invocation.DROP)
 
 
 def longer(
@@ -215,7 +216,7 @@ def longer(
     A switch that cuts the run short (`--dry-run`) is left out first. The settings the command
     gives are raised (else those with a default): each by the factor of planned steps over the
     steps that ran, so that epochs scale by the steps per epoch seen."""
-    call = discover.program_call(root, command)
+    call = invocation.program_call(root, command)
     if call is None:
         return (
             "PyTPU found no Python script in the command to raise a step or epoch setting of"
@@ -223,8 +224,8 @@ def longer(
         )
     switches = discover.short_run_switches(root, call)
     if switches:
-        changes = tuple(discover.Change(discover.DROP, switch) for switch in switches)
-        return Longer(discover.changed(root, command, changes), changes)
+        changes = tuple(invocation.Change(invocation.DROP, switch) for switch in switches)
+        return Longer(invocation.changed(root, command, changes), changes)
     found = [s for s in discover.step_settings(root, call, command) if s.value > 0]
     if not found:
         return (
@@ -242,12 +243,12 @@ def longer(
         )
     chosen = [s for s in found if s.given] or found
     changes = tuple(
-        discover.Change(
-            discover.SET, s.option, str(math.ceil(s.value * planned / ran)), was=str(s.value)
+        invocation.Change(
+            invocation.SET, s.option, str(math.ceil(s.value * planned / ran)), was=str(s.value)
         )
         for s in chosen
     )
-    return Longer(discover.changed(root, command, changes), changes)
+    return Longer(invocation.changed(root, command, changes), changes)
 
 
 def _too_short(result: dict[str, Any], steps: int) -> bool:
@@ -411,7 +412,7 @@ def _error(
     output: str,
 ) -> str | None:
     if exit_code != 0 and not (record and record["complete"]):
-        return bootstrap.exit_message(f"`{command}`", exit_code, output)
+        return launch.exit_message(f"`{command}`", exit_code, output)
     if record is None:
         return processes.ran_without_pytpu(command, "the step timer", output)
     if not result["steps_timed"]:

@@ -21,7 +21,8 @@ import os
 import sys
 from pathlib import Path
 
-from pytpu.runtime.kernel import NOTEBOOK_ENV, is_kernel, is_notebook
+from pytpu.runtime.command import is_notebook
+from pytpu.runtime.kernel import NOTEBOOK_ENV, is_kernel
 
 _CELL = "#cell"
 # What IPython compiles the body of a `%%time` cell as: no file, no linecache entry; its code's

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from pytpu.runtime.bootstrap import RepositoryFiles
 from pytpu.runtime.cells import MAGIC_BODY, source_file
+from pytpu.runtime.repository_files import RepositoryFiles
 from pytpu.runtime.support import (
     SEED,
     HostRandom,

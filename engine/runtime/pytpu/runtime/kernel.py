@@ -6,7 +6,8 @@ PyTPU's start-up runs in both (`pytpu.runtime.bootstrap`). The kernel is the pro
 the harness or the step timer, and echoes what the cells print to its standard output, which is
 the runner's (a notebook's printed metrics reach its run command's output as a script's do).
 The runner is not: it takes nothing, and names the notebook for the kernel (NOTEBOOK_ENV), whose
-cells' code `pytpu.runtime.cells` maps back to the notebook.
+cells' code `pytpu.runtime.cells` maps back to the notebook. Which process runs a notebook, and
+which notebook, is read from its command line by `pytpu.runtime.command` (its notebook runners).
 
 Standard library only.
 """
@@ -14,40 +15,12 @@ Standard library only.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+from pytpu.runtime.command import executed_notebook
 
 NOTEBOOK_ENV = "PYTPU_NOTEBOOK"  # the notebook a kernel runs, set by the process that runs it
-RUNNER_MODULE = "pytpu.runtime.notebook"
-# Programs that run a notebook given among their arguments (their first .ipynb word), by name or
-# as a Python module; `jupyter` through one of its subcommands.
-RUNNERS = frozenset({"jupyter-execute", "jupyter-nbconvert", "papermill", RUNNER_MODULE})
-JUPYTER_SUBCOMMANDS = frozenset({"execute", "nbconvert"})
 # The kernel's option to echo what the cells print (IPython's terminal does; a kernel is quiet).
 ECHO = "--IPKernelApp.quiet=False"
-
-
-def is_notebook(path: str) -> bool:
-    return path.endswith(".ipynb")
-
-
-def runner_at(words: list[str], index: int) -> int:
-    """How many words name a notebook runner at `words[index]`: 1 (`jupyter-execute`,
-    `papermill`, the module of `python -m`), 2 (`jupyter execute`), or 0."""
-    name = Path(words[index]).name
-    if name in RUNNERS:
-        return 1
-    following = words[index + 1] if index + 1 < len(words) else ""
-    return 2 if name == "jupyter" and following in JUPYTER_SUBCOMMANDS else 0
-
-
-def executed_notebook(argv: list[str]) -> str | None:
-    """The notebook a process's command line (`sys.orig_argv`) runs, when it is a notebook
-    runner's: its first .ipynb argument."""
-    for index in range(len(argv)):
-        skip = runner_at(argv, index)
-        if skip:
-            return next((w for w in argv[index + skip :] if is_notebook(w)), None)
-    return None
 
 
 def is_kernel(argv: list[str]) -> bool:

@@ -18,7 +18,8 @@ import re
 import sys
 from pathlib import Path
 
-from pytpu.runtime.kernel import ECHO, RUNNER_MODULE
+from pytpu.runtime.command import RUNNER_MODULE
+from pytpu.runtime.kernel import ECHO
 
 # The kernel's own log (its transport, its debugger) is not the notebook's: errors only. (The
 # debugger warns of frozen modules unless Python runs without them.)

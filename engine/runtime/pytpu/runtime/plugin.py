@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytpu.runtime.bootstrap import DEVICES
+from pytpu.runtime.channel import DEVICES
 
 SUITE_FILE = "suite.json"  # what marks a folder as a suite `pytpu testgen` wrote
 
@@ -48,12 +48,12 @@ def _tpu_or_its_stand_in() -> None:
     import tempfile
     from pathlib import Path
 
-    from pytpu.runtime import bootstrap, tpu_standin
+    from pytpu.runtime import channel, tpu_standin
 
-    if not os.environ.get(bootstrap.STAND_IN_ENV):
+    if not os.environ.get(channel.STAND_IN_ENV):
         folder = Path(tempfile.mkdtemp(prefix="pytpu-standin-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        os.environ[bootstrap.STAND_IN_ENV] = str(tpu_standin.write_autoload(folder))
+        os.environ[channel.STAND_IN_ENV] = str(tpu_standin.write_autoload(folder))
     tpu_standin.load()
 
 

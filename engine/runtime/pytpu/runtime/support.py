@@ -27,9 +27,10 @@ from typing import Any
 
 import torch
 
-from pytpu.runtime import bootstrap, cells, ipython
-from pytpu.runtime.bootstrap import BASELINE_ENV, DEVICES, MIGRATED_DEVICES
-from pytpu.runtime.kernel import is_notebook
+from pytpu.runtime import cells, channel, ipython, launch
+from pytpu.runtime import command as shell
+from pytpu.runtime.channel import BASELINE_ENV, DEVICES, MIGRATED_DEVICES
+from pytpu.runtime.command import is_notebook
 
 SEED = 0
 
@@ -452,8 +453,8 @@ def command_for_device(command: str, accelerator_flag: str | None, kind: str | N
     kind = kind or device_kind()
     if kind not in MIGRATED_DEVICES:
         return command
-    command = re.sub(r"(--device(?:_type)?(?:=|\s+))cpu\b", rf"\g<1>{kind}", command)
-    if accelerator_flag and not re.search(rf"(^|\s){re.escape(accelerator_flag)}(\s|$)", command):
+    command = shell.parse(command).replace_value(("--device", "--device_type"), "cpu", kind)
+    if accelerator_flag and not shell.parse(command).has_flag(accelerator_flag):
         command = f"{command} {accelerator_flag}"  # the python invocation ends the line
     return command
 
@@ -476,17 +477,12 @@ def run_program(
         command = command_for_device(command, None if on_xla is not None else accelerator_flag)
     with tempfile.TemporaryDirectory(prefix="pytpu-run-") as out:
         settings = {"root": str(root), "out": out, "device": device_kind()}
-        completed = subprocess.run(
-            command,
-            shell=True,
-            cwd=root,
-            env=bootstrap.program_environment(bootstrap.HARNESS_ENV, settings),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        env = launch.program_environment(channel.HARNESS_ENV, settings)
+        done = launch.run(command, root, env, timeout)  # (what it leaves behind is killed)
+        if done.timed_out:
+            raise subprocess.TimeoutExpired(command, timeout, done.stdout, done.stderr)
         harness = harness_records(Path(out))
-    return ProgramRun(completed.returncode, completed.stdout, completed.stderr, harness)
+    return ProgramRun(done.returncode, done.stdout, done.stderr, harness)
 
 
 def harness_records(out: Path) -> list[dict[str, Any]]:
@@ -500,7 +496,7 @@ def check_program_ran(run: ProgramRun, on_device: bool = True) -> None:
     if run.returncode != 0:
         # (reports keep a failure's first line: it names the exception)
         output = run.stderr or run.stdout
-        raise AssertionError(bootstrap.exit_message("the program", run.returncode, output))
+        raise AssertionError(launch.exit_message("the program", run.returncode, output))
     kind = device_kind()
     if on_device and kind in MIGRATED_DEVICES and not run.executions:
         raise AssertionError(

@@ -49,7 +49,7 @@ if _autoload_was is None:
 else:
     os.environ[_AUTOLOAD] = _autoload_was
 
-from pytpu.runtime import bootstrap  # noqa: E402
+from pytpu.runtime import launch  # noqa: E402
 
 DEVICE_TYPE = "tpu"
 
@@ -819,4 +819,4 @@ def load() -> None:
 
 def write_autoload(folder: Path) -> Path:
     """Writes the dist-info that makes ``import torch`` call `load`, with `folder` on sys.path."""
-    return bootstrap.write_autoload(Path(folder), __name__)
+    return launch.write_autoload(Path(folder), __name__)
