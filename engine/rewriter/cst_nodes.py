@@ -8,7 +8,7 @@ import ast
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
 
@@ -212,3 +212,17 @@ def normalise_commas(args: list[cst.Arg]) -> list[cst.Arg]:
 
 def _comma_has_newline(comma: cst.Comma) -> bool:
     return isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
+
+
+def names_assigned(
+    module: cst.Module | None, holds: Callable[[cst.BaseExpression], bool]
+) -> frozenset[str]:
+    """The dotted names (`x`, `self.x`) the module's assignments (`a = b = value`, anywhere in
+    it) give a value that `holds` says is one of those looked for."""
+    return frozenset(
+        name
+        for node in (walk(module) if module is not None else ())
+        if type(node) is cst.Assign and holds(node.value)
+        for target in node.targets
+        if (name := dotted_name(target.target)) is not None
+    )

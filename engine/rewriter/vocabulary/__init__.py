@@ -261,6 +261,19 @@ FACTS: Registry[Fact[Any]] = Registry(
     "What the entries know of a whole file, computed once per file when a hook first asks "
     "(`walk.fact(F)`) and kept by the walk: the entries' shared scratch space.",
 )
+T = TypeVar("T")
+
+
+def fact(name: str, doc: str) -> Callable[[Callable[..., T]], Fact[T]]:
+    """`@fact(NAME, DOC)` on the function that computes a per-file fact (from the walk, and a
+    key if it takes one) registers it; the name it decorates is the `Fact` hooks ask for."""
+
+    def register(compute: Callable[..., T]) -> Fact[T]:
+        return FACTS.register(Fact(name=name, doc=doc, compute=compute))
+
+    return register
+
+
 # The words a rule may use (the schema's enums come from these), and every registry.
 WORDS = (MATCH_KINDS, CONDITIONS, CONTEXTS, ACTIONS, ANALYSES)
 REGISTRIES = (*WORDS, MARKS, FACTS)

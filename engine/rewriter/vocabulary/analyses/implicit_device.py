@@ -22,8 +22,8 @@ from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.kb_files import torch_api
 from pytpu.engine.rewriter.loops import LoopSettings
 from pytpu.engine.rewriter.resolve import ScopeResolver
-from pytpu.engine.rewriter.vocabulary import ANALYSES, FACTS, BuiltinAnalysis, hand_updates
-from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Fact, Walk
+from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis, fact, hand_updates
+from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
 from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
     DEVICE,
     MODEL,
@@ -80,7 +80,14 @@ class Program:
         return self._moved
 
 
-def _program(walk: Walk) -> Program | None:
+@fact(
+    "trained_program",
+    "in a file with no device work that trains (an optimizer built from a model's "
+    "parameters, tensors it trains, updates by hand): what it trains, and the evidence "
+    "about its values; asked first before the walk, when finding one makes the file a "
+    "device program",
+)
+def trained_program(walk: Walk) -> Program | None:
     found = None
     if not walk.device_aware and walk.module is not None and any(w in walk.text for w in _TRAINS):
         found = _find(walk)
@@ -89,21 +96,9 @@ def _program(walk: Walk) -> Program | None:
     return found
 
 
-TRAINED_PROGRAM: Fact[Program | None] = FACTS.register(
-    Fact(
-        name="trained_program",
-        doc="in a file with no device work that trains (an optimizer built from a model's "
-        "parameters, tensors it trains, updates by hand): what it trains, and the evidence "
-        "about its values; asked first before the walk, when finding one makes the file a "
-        "device program",
-        compute=_program,
-    )
-)
-
-
 def program(walk: Walk) -> Program | None:
     """The file's program if it is one these analyses move (found once, before the walk)."""
-    return walk.fact(TRAINED_PROGRAM)
+    return walk.fact(trained_program)
 
 
 def _find(walk) -> Program | None:

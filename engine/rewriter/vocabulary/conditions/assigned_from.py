@@ -7,8 +7,8 @@ from __future__ import annotations
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition, fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
 def _made_by(value: cst.CSTNode, callables: frozenset[str], walk: Walk) -> bool:
@@ -34,7 +34,12 @@ def _record(target, value, callables, walk, single: set[str], lists: set[str]) -
             lists.add(name)
 
 
-def _holders(walk: Walk, callables: tuple[str, ...]) -> tuple[set[str], set[str]]:
+@fact(
+    "holders",
+    "for a list of callables (the key), the names the file assigns what one returns: "
+    "those that hold one object (`start`, `self.stream`) and those of lists of them",
+)
+def holders(walk: Walk, callables: tuple[str, ...]) -> tuple[set[str], set[str]]:
     """The names (`start`, `self.stream`) the file assigns such an object to."""
     wanted = frozenset(callables)
     words = {c.rsplit(".", 1)[-1] for c in callables}
@@ -50,18 +55,8 @@ def _holders(walk: Walk, callables: tuple[str, ...]) -> tuple[set[str], set[str]
     return single, lists
 
 
-HOLDERS: Fact[tuple[set[str], set[str]]] = FACTS.register(
-    Fact(
-        name="holders",
-        doc="for a list of callables (the key), the names the file assigns what one returns: "
-        "those that hold one object (`start`, `self.stream`) and those of lists of them",
-        compute=_holders,
-    )
-)
-
-
 def _assigned_from(node: cst.CSTNode, callables: list[str], walk: Walk) -> bool:
-    single, lists = walk.fact(HOLDERS, tuple(sorted(callables)))
+    single, lists = walk.fact(holders, tuple(sorted(callables)))
     if type(node) is cst.Subscript:  # `events[i]`
         name = cst_nodes.dotted_name(node.value)
         return name is not None and name in lists

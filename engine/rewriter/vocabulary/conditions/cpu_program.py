@@ -11,8 +11,8 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.findings import OWN_COMMENT_LINE
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition, fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 # Words of code that names an accelerator (strings, attributes, modules); comments are not code.
 ACCELERATORS = ("cuda", "gpu", "mps", "xpu", "xla", "tpu", "accelerator")
@@ -50,7 +50,12 @@ def _trains(node: cst.CSTNode) -> bool:
     return type(node) is cst.Call and cst_nodes.last_name(node.func) == "backward"
 
 
-def _cpu_program(walk: Walk) -> bool:
+@fact(
+    "cpu_program",
+    "the file trains (calls `.backward()`), names no accelerator in its code and "
+    "carries no comment PyTPU wrote",
+)
+def cpu_program(walk: Walk) -> bool:
     nodes = list(cst_nodes.walk(walk.module)) if walk.module is not None else []
     prose = _documentation(nodes)
     return (
@@ -63,21 +68,11 @@ def _cpu_program(walk: Walk) -> bool:
     )
 
 
-CPU_PROGRAM: Fact[bool] = FACTS.register(
-    Fact(
-        name="cpu_program",
-        doc="the file trains (calls `.backward()`), names no accelerator in its code and "
-        "carries no comment PyTPU wrote",
-        compute=_cpu_program,
-    )
-)
-
-
 def _cpu_program_device(node: cst.CSTNode, _parameter: None, walk: Walk) -> bool:
     return (
         type(node) is cst.Name
         and walk.positions.is_device_name(node.value.lower())
-        and walk.fact(CPU_PROGRAM)
+        and walk.fact(cpu_program)
     )
 
 

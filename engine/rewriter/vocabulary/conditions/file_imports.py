@@ -10,11 +10,16 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.imports import bound_paths
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition, fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
-def _imported(walk: Walk) -> frozenset[str]:
+@fact(
+    "imported_paths",
+    "what the file's imports bind, anywhere in it (`torch.cuda.amp` for "
+    "`from torch.cuda import amp`)",
+)
+def imported_paths(walk: Walk) -> frozenset[str]:
     return frozenset(
         path
         for node in (cst_nodes.walk(walk.module) if walk.module is not None else ())
@@ -23,20 +28,10 @@ def _imported(walk: Walk) -> frozenset[str]:
     )
 
 
-IMPORTED_PATHS: Fact[frozenset[str]] = FACTS.register(
-    Fact(
-        name="imported_paths",
-        doc="what the file's imports bind, anywhere in it (`torch.cuda.amp` for "
-        "`from torch.cuda import amp`)",
-        compute=_imported,
-    )
-)
-
-
 def _file_imports(_node: Any, modules: list[str], walk: Walk) -> bool:
     return any(
         path == module or path.startswith(module + ".")
-        for path in walk.fact(IMPORTED_PATHS)
+        for path in walk.fact(imported_paths)
         for module in modules
     )
 

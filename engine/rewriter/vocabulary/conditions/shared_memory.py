@@ -9,13 +9,17 @@ from typing import Any
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, FACTS, Condition
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition, fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 _METHODS = frozenset({"share_memory", "share_memory_"})
 
 
-def _shared(walk: Walk) -> frozenset[str]:
+@fact(
+    "shared_names",
+    "the dotted names the file calls `.share_memory()` (or `.share_memory_()`) on",
+)
+def shared_names(walk: Walk) -> frozenset[str]:
     return frozenset(
         name
         for node in (cst_nodes.walk(walk.module) if walk.module is not None else ())
@@ -24,15 +28,6 @@ def _shared(walk: Walk) -> frozenset[str]:
         and node.func.attr.value in _METHODS
         and (name := cst_nodes.dotted_name(node.func.value)) is not None
     )
-
-
-SHARED_NAMES: Fact[frozenset[str]] = FACTS.register(
-    Fact(
-        name="shared_names",
-        doc="the dotted names the file calls `.share_memory()` (or `.share_memory_()`) on",
-        compute=_shared,
-    )
-)
 
 
 def _values(args: list[cst.Arg]) -> list[cst.CSTNode]:
@@ -48,7 +43,7 @@ def _values(args: list[cst.Arg]) -> list[cst.CSTNode]:
 
 
 def _shares_memory(args: list[cst.Arg], _: Any, walk: Walk) -> bool:
-    shared = walk.fact(SHARED_NAMES)
+    shared = walk.fact(shared_names)
     return bool(shared) and any(cst_nodes.dotted_name(v) in shared for v in _values(args))
 
 

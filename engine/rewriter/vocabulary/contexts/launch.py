@@ -3,7 +3,7 @@
 import libcst as cst
 
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
-from pytpu.engine.rewriter.vocabulary.facts.launches import LAUNCHES
+from pytpu.engine.rewriter.vocabulary.facts.launches import launches
 
 
 def _runs_at_import(walk) -> bool:
@@ -24,6 +24,6 @@ CONTEXTS.register(
         doc="only in code that runs at import (module level, class bodies, decorators, "
         "defaults) of a file that launches processes (`mp.spawn`, `torch_xla.launch`): code "
         "that runs before the launch, in the parent",
-        holds=lambda walk: walk.fact(LAUNCHES) and _runs_at_import(walk),
+        holds=lambda walk: walk.fact(launches) and _runs_at_import(walk),
     )
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
-from pytpu.engine.rewriter.vocabulary import FACTS
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 _ASSIGNMENTS = (cst.Assign, cst.AnnAssign, cst.AugAssign)
 
@@ -17,7 +17,12 @@ def _targets(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> list[cst.CSTNo
     return [node.target]
 
 
-def _assigned_attributes(walk: Walk) -> frozenset[str]:
+@fact(
+    "assigned_attributes",
+    "the attribute names the module assigns (`self.is_cuda = ...`): there they are the "
+    "program's own, not torch's",
+)
+def assigned_attributes(walk: Walk) -> frozenset[str]:
     if walk.module is None:
         return frozenset()
     return frozenset(
@@ -27,13 +32,3 @@ def _assigned_attributes(walk: Walk) -> frozenset[str]:
         for target in _targets(node)
         if type(target) is cst.Attribute
     )
-
-
-ASSIGNED_ATTRIBUTES: Fact[frozenset[str]] = FACTS.register(
-    Fact(
-        name="assigned_attributes",
-        doc="the attribute names the module assigns (`self.is_cuda = ...`): there they are the "
-        "program's own, not torch's",
-        compute=_assigned_attributes,
-    )
-)

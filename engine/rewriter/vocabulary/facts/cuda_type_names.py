@@ -7,8 +7,8 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.devices import device_subexpressions
-from pytpu.engine.rewriter.vocabulary import FACTS
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
 def _names_a_cuda_type(value: cst.CSTNode) -> bool:
@@ -18,23 +18,12 @@ def _names_a_cuda_type(value: cst.CSTNode) -> bool:
     )
 
 
-def _cuda_type_names(walk: Walk) -> frozenset[str]:
-    if walk.module is None or "torch.cuda." not in walk.text:
-        return frozenset()
-    return frozenset(
-        name
-        for node in cst_nodes.walk(walk.module)
-        if type(node) is cst.Assign and _names_a_cuda_type(node.value)
-        for target in node.targets
-        if (name := cst_nodes.dotted_name(target.target)) is not None
-    )
-
-
-CUDA_TYPE_NAMES: Fact[frozenset[str]] = FACTS.register(
-    Fact(
-        name="cuda_type_names",
-        doc="the names (`dtype`, `self.Tensor`) the file assigns the name of a CUDA tensor type "
-        "(`'torch.cuda.FloatTensor'`, in either branch of a conditional)",
-        compute=_cuda_type_names,
-    )
+@fact(
+    "cuda_type_names",
+    "the names (`dtype`, `self.Tensor`) the file assigns the name of a CUDA tensor type "
+    "(`'torch.cuda.FloatTensor'`, in either branch of a conditional)",
 )
+def cuda_type_names(walk: Walk) -> frozenset[str]:
+    if walk.text and "torch.cuda." not in walk.text:
+        return frozenset()  # (the text, when the caller gave it, says so without a walk)
+    return cst_nodes.names_assigned(walk.module, _names_a_cuda_type)

@@ -6,11 +6,16 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.imports import bound_paths
-from pytpu.engine.rewriter.vocabulary import FACTS
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
-def _calls_launcher(walk: Walk) -> bool:
+@fact(
+    "launches",
+    "whether the module calls a process launcher of the KB's `loops.launchers` "
+    "(`mp.spawn`, `torch_xla.launch`), by what the call refers to",
+)
+def launches(walk: Walk) -> bool:
     module = walk.module
     if module is None:
         return False
@@ -36,13 +41,3 @@ def _calls_launcher(walk: Walk) -> bool:
             if path is not None and ".".join(filter(None, (path, rest))) in launchers:
                 return True
     return False
-
-
-LAUNCHES: Fact[bool] = FACTS.register(
-    Fact(
-        name="launches",
-        doc="whether the module calls a process launcher of the KB's `loops.launchers` "
-        "(`mp.spawn`, `torch_xla.launch`), by what the call refers to",
-        compute=_calls_launcher,
-    )
-)

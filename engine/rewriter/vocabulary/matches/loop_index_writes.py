@@ -10,8 +10,8 @@ from typing import Any
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes, patterns
-from pytpu.engine.rewriter.vocabulary import FACTS, MATCH_KINDS, MatchKind
-from pytpu.engine.rewriter.vocabulary.contract import Fact, Walk
+from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind, fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 _LOOPS = (cst.For, cst.While)
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -49,30 +49,14 @@ def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool
     return placed and not factories
 
 
-def _device_tensors(walk: Walk, factories: tuple[str, ...]) -> frozenset[str]:
-    wanted = frozenset(factories)
-    return frozenset(
-        name
-        for node in (cst_nodes.walk(walk.module) if walk.module is not None else ())
-        if type(node) is cst.Assign and _made_on_device(node.value, wanted, walk)
-        for target in node.targets
-        if (name := cst_nodes.dotted_name(target.target)) is not None
-    )
-
-
-DEVICE_TENSORS: Fact[frozenset[str]] = FACTS.register(
-    Fact(
-        name="device_tensors",
-        doc="for a list of tensor factories (the key; none: any call), the names (`obs`, "
-        "`self.obs`) the file assigns a tensor on a device that one of them made",
-        compute=_device_tensors,
-    )
+@fact(
+    "device_tensors",
+    "for a list of tensor factories (the key; none: any call), the names (`obs`, "
+    "`self.obs`) the file assigns a tensor on a device that one of them made",
 )
-
-
 def device_tensors(walk: Walk, factories: tuple[str, ...]) -> frozenset[str]:
-    """The names the file assigns a device tensor one of the factories made (none: any)."""
-    return walk.fact(DEVICE_TENSORS, factories)
+    wanted = frozenset(factories)
+    return cst_nodes.names_assigned(walk.module, lambda v: _made_on_device(v, wanted, walk))
 
 
 def range_loop(walk) -> tuple[cst.For, cst.Call] | None:
@@ -128,7 +112,7 @@ def _writes(walk, node: cst.Assign, step: bool, cases) -> bool:
             continue
         buffer = subscript.value
         for case in cases:
-            if cst_nodes.dotted_name(buffer) not in device_tensors(walk, case.names):
+            if cst_nodes.dotted_name(buffer) not in walk.fact(device_tensors, case.names):
                 continue
             bindings = patterns.Bindings(
                 nodes={"buffer": buffer, "index": index.value, "value": node.value},

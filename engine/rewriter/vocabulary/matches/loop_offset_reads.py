@@ -51,7 +51,7 @@ def _reads(walk: Walk, node: cst.Subscript, cases: list[Case]) -> bool:
     if bounds is None:
         return False
     for case in cases:
-        if cst_nodes.dotted_name(node.value) not in device_tensors(walk, case.names):
+        if cst_nodes.dotted_name(node.value) not in walk.fact(device_tensors, case.names):
             continue
         bindings = patterns.Bindings(
             nodes={"tensor": node.value, "start": bounds[0], "stop": bounds[1]},

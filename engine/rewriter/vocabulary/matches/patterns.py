@@ -7,7 +7,7 @@ import libcst as cst
 from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
 from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
-from pytpu.engine.rewriter.vocabulary.facts.assigned_attributes import ASSIGNED_ATTRIBUTES
+from pytpu.engine.rewriter.vocabulary.facts.assigned_attributes import assigned_attributes
 
 PATTERN = "pattern"
 
@@ -27,7 +27,7 @@ def _match(walk: Walk, node: cst.CSTNode, _cases: list[Case]) -> bool:
         by_value = walk.index.patterns.get((kind, f"={value_key}")) if value_key else None
         if by_value:
             candidates = [*(candidates or ()), *by_value]
-    if kind is cst.Attribute and candidates and node.attr.value in walk.fact(ASSIGNED_ATTRIBUTES):
+    if kind is cst.Attribute and candidates and node.attr.value in walk.fact(assigned_attributes):
         # `self.is_cuda = ...` makes `.is_cuda` the program's own attribute: a pattern over
         # any object's `.is_cuda` is not about it
         candidates = [(c, p) for c, p in candidates if patterns.wildcard_name(p.value) is None]
