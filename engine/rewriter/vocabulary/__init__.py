@@ -157,7 +157,7 @@ class Registry(Generic[E]):
         if name in self.entries:
             raise ValueError(f"{self.title}: {name!r} is registered twice")
         problems = hook_problems(entry)
-        if problems and STRICT:
+        if problems:
             raise TypeError(f"{self.title}: {name!r}: " + "; ".join(problems))
         self.entries[name] = entry
         return entry
@@ -278,7 +278,6 @@ def fact(name: str, doc: str) -> Callable[[Callable[..., T]], Fact[T]]:
 WORDS = (MATCH_KINDS, CONDITIONS, CONTEXTS, ACTIONS, ANALYSES)
 REGISTRIES = (*WORDS, MARKS, FACTS)
 _loaded = False
-STRICT = True
 
 
 def load() -> None:
@@ -286,8 +285,12 @@ def load() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    for registry in REGISTRIES:
-        package = importlib.import_module(f"{__name__}.{registry.package}")
-        for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{module.name}")
+    _loaded = True  # (first: an entry's module may use a registry while it loads)
+    try:
+        for registry in REGISTRIES:
+            package = importlib.import_module(f"{__name__}.{registry.package}")
+            for module in pkgutil.iter_modules(package.__path__):
+                importlib.import_module(f"{package.__name__}.{module.name}")
+    except BaseException:
+        _loaded = False  # a vocabulary loaded in part is never used: the next use fails again
+        raise
