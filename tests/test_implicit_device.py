@@ -462,3 +462,20 @@ def test_a_hogwild_model_in_shared_memory_stays_on_the_cpu():
     )
     assert "torch_xla.device()" not in after
     assert "P-HOGWILD" in codes
+
+
+def test_a_word_in_a_comment_pytpu_wrote_does_not_make_a_program_train() -> None:
+    """The first run's flag on ELU says "backward" in its comment; the file trains nothing, and a
+    second run must not find a training program in that comment (pytorch_geometric's
+    test/nn/test_resolver.py was changed by a second run)."""
+    after, rules = _migrate(
+        """\
+        import torch
+
+        act = torch.nn.ELU()
+        model = torch.nn.Linear(10, 5)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        """
+    )
+    assert "backward" in after and DEVICE not in after
+    assert "R-DEV-22" not in rules

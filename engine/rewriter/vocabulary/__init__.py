@@ -264,12 +264,13 @@ FACTS: Registry[Fact[Any]] = Registry(
 T = TypeVar("T")
 
 
-def fact(name: str, doc: str) -> Callable[[Callable[..., T]], Fact[T]]:
+def fact(name: str, doc: str, names: bool = False) -> Callable[[Callable[..., T]], Fact[T]]:
     """`@fact(NAME, DOC)` on the function that computes a per-file fact (from the walk, and a
-    key if it takes one) registers it; the name it decorates is the `Fact` hooks ask for."""
+    key if it takes one) registers it; the name it decorates is the `Fact` hooks ask for. With
+    `names`, it is a set of dotted names that rules may ask about (`named_in`)."""
 
     def register(compute: Callable[..., T]) -> Fact[T]:
-        return FACTS.register(Fact(name=name, doc=doc, compute=compute))
+        return FACTS.register(Fact(name=name, doc=doc, compute=compute, names=names))
 
     return register
 

@@ -257,3 +257,4 @@ class Fact(Generic[T]):
     name: str
     doc: str
     compute: Callable[..., T]  # (walk, *key) -> the fact
+    names: bool = False  # a set of dotted names, with no key: rules may ask `named_in` of it

@@ -24,6 +24,7 @@ from pytpu.engine.rewriter.loops import LoopSettings
 from pytpu.engine.rewriter.resolve import ScopeResolver
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis, fact, hand_updates
 from pytpu.engine.rewriter.vocabulary.contract import Case, Edit, Walk
+from pytpu.engine.rewriter.vocabulary.facts.code_text import code_text
 from pytpu.engine.rewriter.vocabulary.tensor_evidence import (
     DEVICE,
     MODEL,
@@ -89,7 +90,8 @@ class Program:
 )
 def trained_program(walk: Walk) -> Program | None:
     found = None
-    if not walk.device_aware and walk.module is not None and any(w in walk.text for w in _TRAINS):
+    trains = any(w in walk.fact(code_text) for w in _TRAINS)  # (not in a comment PyTPU wrote)
+    if not walk.device_aware and walk.module is not None and trains:
         found = _find(walk)
         if found is not None:
             walk.declare_device_program()  # its loops are steps from now on

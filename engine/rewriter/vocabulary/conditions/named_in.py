@@ -18,10 +18,10 @@ def _named_in(node: cst.CSTNode, fact: str, walk: Walk) -> bool:
 CONDITIONS.register(
     Condition(
         name="named_in",
-        doc="is a variable or attribute whose dotted name is in the named per-file fact (a set "
-        "of names, such as `cuda_type_names`)",
+        doc="is a variable or attribute whose dotted name is in the named per-file fact (one "
+        "declared as a set of names, such as `cuda_type_names`)",
         check=_named_in,
-        parameter=lambda: {"enum": FACTS.names()},
+        parameter=lambda: {"enum": [f.name for f in FACTS if f.names]},
         describe=lambda fact: f"a name in the file's fact `{fact}` ({FACTS[fact].doc})",
     )
 )

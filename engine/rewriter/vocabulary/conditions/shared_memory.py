@@ -18,6 +18,7 @@ _METHODS = frozenset({"share_memory", "share_memory_"})
 @fact(
     "shared_names",
     "the dotted names the file calls `.share_memory()` (or `.share_memory_()`) on",
+    names=True,
 )
 def shared_names(walk: Walk) -> frozenset[str]:
     return frozenset(

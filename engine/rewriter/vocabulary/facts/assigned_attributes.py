@@ -21,6 +21,7 @@ def _targets(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> list[cst.CSTNo
     "assigned_attributes",
     "the attribute names the module assigns (`self.is_cuda = ...`): there they are the "
     "program's own, not torch's",
+    names=True,
 )
 def assigned_attributes(walk: Walk) -> frozenset[str]:
     if walk.module is None:

@@ -22,6 +22,7 @@ def _names_a_cuda_type(value: cst.CSTNode) -> bool:
     "cuda_type_names",
     "the names (`dtype`, `self.Tensor`) the file assigns the name of a CUDA tensor type "
     "(`'torch.cuda.FloatTensor'`, in either branch of a conditional)",
+    names=True,
 )
 def cuda_type_names(walk: Walk) -> frozenset[str]:
     if walk.text and "torch.cuda." not in walk.text:
