@@ -17,6 +17,7 @@ parameters against the call the engine makes.
 from __future__ import annotations
 
 import collections.abc
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -182,15 +183,13 @@ def hook_problems(entry: Any) -> list[str]:
     """How the entry's hooks do not fit the calls the engine makes (a hook: each field typed
     `Callable[[...], ...]`): one that cannot take the call's arguments, or, for a function
     defined with `def`, a parameter without a type (a lambda takes the field's types)."""
-    hints = typing.get_type_hints(type(entry))
     problems = []
-    for hook in fields(entry):
-        value = getattr(entry, hook.name)
-        expected = _parameters_of(hints[hook.name])
-        if expected is None or not callable(value):
+    for name, expected in _hooks_of(type(entry)):
+        value = getattr(entry, name)
+        if not callable(value):
             continue
         signature = inspect.signature(value)
-        where = f"`{hook.name}` ({getattr(value, '__qualname__', value)}{signature})"
+        where = f"`{name}` ({getattr(value, '__qualname__', value)}{signature})"
         try:
             if expected and expected[-1] is Ellipsis:  # (a fact: the walk, then its key if any)
                 signature.bind_partial(*[None] * (len(expected) - 1))
@@ -210,6 +209,15 @@ def hook_problems(entry: Any) -> list[str]:
             if untyped:
                 problems.append(f"{where}: parameters without a type: {', '.join(untyped)}")
     return problems
+
+
+@functools.cache
+def _hooks_of(entry_type: type) -> tuple[tuple[str, list[Any]], ...]:
+    """An entry type's hook fields and the parameter types the engine calls each with (the
+    annotations resolved once per type: every process start registers every entry)."""
+    hints = typing.get_type_hints(entry_type)
+    found = ((f.name, _parameters_of(hints[f.name])) for f in fields(entry_type))
+    return tuple((name, expected) for name, expected in found if expected is not None)
 
 
 def _parameters_of(hint: Any) -> list[Any] | None:
