@@ -389,10 +389,10 @@ def _print_tests_table(program: Any, console: Console, several: bool) -> None:
     table = Table(title=f"Tests for {title}", title_justify="left")
     for column in ("unit", "name", "tests or reason"):
         table.add_column(column)
-    for kind, name, tests in program.generated.tested:
-        table.add_row(kind, name, ", ".join(tests))
-    for kind, name, reason in program.generated.untested:
-        table.add_row(kind, name, Text(f"no test: {reason}", style="yellow"))
+    for unit in program.generated.tested:
+        table.add_row(unit.kind, unit.name, ", ".join(unit.tests))
+    for unit in program.generated.untested:
+        table.add_row(unit.kind, unit.name, Text(f"no test: {unit.reason}", style="yellow"))
     console.print(table)
 
 

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import git
+import msgspec
 
 from pytpu.engine import config as config_module
 from pytpu.engine import environment, gitrepo, processes, testgen
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
+from pytpu.engine.reporting import sections as report_sections
 from pytpu.engine.rewriter import checkout
 from pytpu.engine.stages import (
     BenchmarkRun,
@@ -209,7 +211,7 @@ def _benchmark(
             lengthen=given is None,
             checkouts=checkouts,
         )
-        nothing = report_document.nothing_on_xla(section)
+        nothing = report_sections.nothing_on_xla(section)
         stand_in = processes.STAND_IN.get() is not None
         runs.append(BenchmarkRun(program.name, section, nothing, on_stand_in=stand_in))
     why = "it takes no training step (no optimizer step or backward pass was recorded)"
@@ -292,7 +294,7 @@ class Verification:
             "base": self.base,
             "devices": asdict(self.parity.devices),
             "verdict": asdict(self.parity.counts),
-            "parity": self.parity.section,
+            "parity": msgspec.to_builtins(report_sections.parity_table(self.parity.comparison)),
             "problems": self.parity.problems,
         }
 

@@ -16,6 +16,7 @@ from pytpu.engine import config as config_module
 from pytpu.engine import environment, gitrepo, testgen
 from pytpu.engine.rewriter import checkout
 from pytpu.engine.verify import parity
+from pytpu.engine.verify.parity import ParityCounts, ParityRow
 
 # --- what each stage hands to the next ---------------------------------------------------------
 
@@ -49,33 +50,6 @@ class MigrationCommit:
 
 
 @dataclass(frozen=True)
-class ParityRow:
-    """One test on both sides: its outcome on the original code and on the migrated code."""
-
-    id: str
-    suite: str  # generated | repository
-    baseline: str  # passed | failed | error | skipped | missing
-    target: str
-    regression: bool  # passed on the original code, not on the migrated code
-    message: str | None  # the first line of its failure
-
-
-@dataclass(frozen=True)
-class ParityCounts:
-    """Parity N/N counts the tests that pass on the original code."""
-
-    status: str  # parity | regressed | no tests
-    passed_both: int
-    total: int
-    regressions: int
-
-    @property
-    def fraction(self) -> str:
-        """`18/18`: the tests that pass on both sides, of those that pass on the original."""
-        return f"{self.passed_both}/{self.total}"
-
-
-@dataclass(frozen=True)
 class Verdict(ParityCounts):
     """The run's verdict: the parity counts and the speedup (None when no benchmark ran)."""
 
@@ -83,34 +57,29 @@ class Verdict(ParityCounts):
 
 
 @dataclass(frozen=True)
-class Devices:
-    """How the report names the two sides' devices."""
-
-    baseline: str  # `CPU (torch 2.9.0)`
-    target: str  # `XLA on the CPU (torch_xla 2.9.0, PJRT_DEVICE=CPU)`
-
-
-@dataclass(frozen=True)
 class ParityRun:
     """The parity stage: every test on the original code and on the migrated code."""
 
-    section: dict[str, Any]  # the report's `parity` section, as `parity.compare` makes it
-    rows: tuple[ParityRow, ...]  # the same tests, regressions first
-    counts: ParityCounts
-    devices: Devices
+    comparison: parity.Comparison
+    devices: parity.Devices
     problems: list[str]
 
     @classmethod
     def of(cls, before: parity.SideRun, after: parity.SideRun, baseline_device: str) -> ParityRun:
-        """The one place where the verify stage's dictionaries become typed."""
-        table = parity.compare(before, after)
         return cls(
-            section=table,
-            rows=tuple(ParityRow(**row) for row in table["tests"]),
-            counts=ParityCounts(**parity.verdict(table)),
-            devices=Devices(**parity.device_names(baseline_device, after.device)),
+            comparison=parity.compare(before, after),
+            devices=parity.device_names(baseline_device, after.device),
             problems=before.problems + after.problems,
         )
+
+    @property
+    def rows(self) -> tuple[ParityRow, ...]:
+        """Every test, regressions first."""
+        return self.comparison.rows
+
+    @property
+    def counts(self) -> ParityCounts:
+        return self.comparison.verdict
 
     @property
     def regressed_tests(self) -> list[str]:

@@ -15,14 +15,15 @@ import json
 import os
 from pathlib import Path
 
+import msgspec
 import nbformat
 import pytest
 from nbformat import v4
 from typer.testing import CliRunner
 
 from pytpu.engine import cli
-from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown, review
+from pytpu.engine.reporting import sections as report_sections
 from pytpu.engine.rewriter import checkout, ipython, notebooks, sources
 
 DEVICE_LINE = "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')"
@@ -508,7 +509,7 @@ def test_review_items_name_their_cell(tmp_path: Path) -> None:
     # the report points at the comments written in the migrated cell
     after = run.files[0].notebook.cells
     cell5 = next(c for c in after if c.number == 5).after.splitlines()
-    entries = report_document.review(run)
+    entries = msgspec.to_builtins(report_sections.review(run))
     for entry in entries:
         assert entry["file"] == "bench.ipynb" and entry["cell"] == 5
         assert cell5[entry["line"] - 1].startswith(f"# {entry['code']}:")

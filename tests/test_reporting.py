@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import jinja2
+import msgspec
 import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -15,6 +16,7 @@ from markdown_it.token import Token
 from pytpu.engine.migrate import BenchmarkRun
 from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
+from pytpu.engine.reporting import sections as report_sections
 from pytpu.engine.reporting.markdown import render, validate, verdict_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reporting"
@@ -303,9 +305,9 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     measured["target"].update(
         steps_ran=14, compile={"graphs": 0, "seconds": 0.0, "after_warmup": 0}
     )
-    run = BenchmarkRun("train", measured, report_document.nothing_on_xla(measured))
+    run = BenchmarkRun("train", measured, report_sections.nothing_on_xla(measured))
     assert run.nothing_on_xla and run.speedup is None
-    doc["benchmark"] = report_document.benchmark(run)
+    doc["benchmark"] = msgspec.to_builtins(report_sections.benchmark(run))
     doc["benchmarks"] = [doc["benchmark"]]
     doc["verdict"]["speedup"] = run.speedup
     assert verdict_line(doc) == (
@@ -325,7 +327,7 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     assert "Compilations after warm-up" not in evidence and "no recompilation" not in evidence
     # Steps that compiled graphs keep their speedup.
     measured["target"]["compile"]["graphs"] = 3
-    assert BenchmarkRun("train", measured, report_document.nothing_on_xla(measured)).speedup == 1.42
+    assert BenchmarkRun("train", measured, report_sections.nothing_on_xla(measured)).speedup == 1.42
 
 
 def test_changes_per_rule_with_totals():
@@ -544,3 +546,54 @@ def test_the_intro_names_the_targets_versions_and_why_it_was_chosen():
     assert "to torch_xla 2.9 (torch-xla 2.9.0 with torch 2.9.0; PyTPU's default target," in intro
     chosen = markdown.render(load("regressed")).split("## ", 1)[0]
     assert "set by `target` in .github/pytpu.yml" in chosen
+
+
+# The typed model and the registry of sections
+
+
+def test_report_schema_is_generated_from_the_sections_models():
+    from pytpu.engine.reporting import schema
+
+    assert markdown.SCHEMA_PATH.read_text(encoding="utf-8") == schema.text(), (
+        "engine/reporting/report.schema.json is out of date with the report's model; run "
+        "`python -m pytpu.engine.reporting.schema`"
+    )
+
+
+def test_every_section_has_a_typed_builder_or_a_template_that_exists():
+    for entry in report_sections.SECTIONS.values():
+        assert entry.build is not None or entry.template is not None, entry.name
+        if entry.template is not None:
+            assert (markdown.TEMPLATES / entry.template).is_file(), entry.template
+        if entry.build is not None:
+            assert entry.kind is not None and entry.doc, entry.name
+
+
+def test_a_builder_without_a_model_or_registered_twice_is_refused():
+    def untyped(stages):
+        return {}
+
+    with pytest.raises(TypeError, match="no return annotation"):
+        report_sections.section("untyped")(untyped)
+    with pytest.raises(ValueError, match="registered twice"):
+        report_sections.page_only("intro", "intro.md.j2", "again")
+    assert "untyped" not in report_sections.SECTIONS
+
+
+def test_the_document_is_the_model_encoded(document):
+    # A fixture decodes into the model and encodes back to itself: no key is lost or added.
+    report = msgspec.convert(document, report_document.report_type())
+    assert msgspec.to_builtins(report) == document
+    document["machine"]["cores"] = -1
+    with pytest.raises(msgspec.ValidationError, match=r"machine.cores"):
+        msgspec.convert(document, report_document.report_type())
+
+
+def test_the_machine_line_says_when_the_benchmark_shared_the_cores(document):
+    document["machine"] = {"cores": 2, "load_average": 0.4}
+    assert "Machine: 2 CPU cores, load 0.40 (runnable processes" in render(document)
+    assert "uncertain" not in render(document).split("Machine:")[1].splitlines()[0]
+    document["machine"] = {"cores": 2, "load_average": 3.1}
+    assert "shared them with other work" in render(document)
+    document["machine"] = {"cores": 1, "load_average": None}
+    assert "Machine: 1 CPU core.\n" in render(document)

@@ -1,9 +1,10 @@
 """The migration report as GitHub-flavoured Markdown: the body of the pull request.
 
 The document is checked against `report.schema.json`, then rendered from the Jinja templates in
-`templates/`: `report.md.j2` includes one partial per section. A folder passed as `overrides`
-(callers use the repository's `.github/pytpu/`) is searched first, so a file there named like any
-of the templates replaces it, e.g. `.github/pytpu/report.md.j2` for the whole body.
+`templates/`: `report.md.j2` includes each registered section's partial (`sections.py`). A
+folder passed as `overrides` (callers use the repository's `.github/pytpu/`) is searched first,
+so a file there named like any of the templates replaces it, e.g. `.github/pytpu/report.md.j2`
+for the whole body.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import jinja2
 import jsonschema
 from jsonschema.exceptions import best_match
+
+from pytpu.engine.reporting import document as report_document
 
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 TEMPLATES = Path(__file__).with_name("templates")
@@ -147,6 +150,7 @@ def render(document: dict, overrides: Path | None = None) -> str:
     """The pull request body; `overrides` is a folder whose templates win over the shipped ones."""
     validate(document)
     template = _environment(overrides).get_template(ENTRY)
-    text = template.render(doc=document, verdict=verdict_line(document))
+    partials = report_document.templates()
+    text = template.render(doc=document, verdict=verdict_line(document), partials=partials)
     text = "\n".join(line.rstrip() for line in text.splitlines())
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"

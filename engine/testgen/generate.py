@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytpu.engine import pytest_runs
 from pytpu.engine.testgen import discover, invocation, record, suite, workspace
@@ -35,12 +35,29 @@ class TestgenError(Exception):
     """A problem the user must fix; the message says what to do."""
 
 
+class Tested(NamedTuple):
+    """A unit with tests: its kind (module, function, method, program, training step), its
+    name (`file::qualname`, or a program's check) and its tests' names."""
+
+    kind: str
+    name: str
+    tests: list[str]
+
+
+class Untested(NamedTuple):
+    """A unit without a test, and why."""
+
+    kind: str
+    name: str
+    reason: str
+
+
 @dataclass
 class GenerationResult:
     """What `pytpu testgen` made: the units with tests, those without and why, its timings."""
 
-    tested: list[tuple[str, str, list[str]]] = field(default_factory=list)  # kind, name, tests
-    untested: list[tuple[str, str, str]] = field(default_factory=list)  # kind, name, reason
+    tested: list[Tested] = field(default_factory=list)
+    untested: list[Untested] = field(default_factory=list)
     command: str = ""  # as recorded and run before the migration
     # The two sides' commands (with the accelerator on: `--no-cuda` left out), when they are not
     # the given one.
@@ -56,8 +73,8 @@ class GenerationResult:
         return {
             "run": self.command,
             "out": str(self.out),
-            "tested": [{"kind": k, "name": n, "tests": t} for k, n, t in self.tested],
-            "untested": [{"kind": k, "name": n, "reason": r} for k, n, r in self.untested],
+            "tested": [unit._asdict() for unit in self.tested],
+            "untested": [unit._asdict() for unit in self.untested],
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
             "data_bytes": self.data_bytes,
             "errors": self.errors,
@@ -134,7 +151,7 @@ def _variants_to_try(
     for variant in variants[discover.MAX_VARIANTS :]:
         not_run.append((variant, f"not tried (at most {discover.MAX_VARIANTS} per generation)"))
     for variant, reason in not_run:
-        result.untested.append(("program", variant.title, reason))
+        result.untested.append(Untested("program", variant.title, reason))
     return variants[: discover.MAX_VARIANTS]
 
 
@@ -218,7 +235,7 @@ def _plan(root, out_dir, command, timeout, first, second, inventory, result) -> 
     printed = record.stable_metrics(first, first)  # (every line with a number that is no time)
     if printed and not metrics:
         result.untested.append(
-            (
+            Untested(
                 "program",
                 "reported metrics",
                 f"the {len(printed)} metric lines it printed change when its parameters move by "
@@ -246,14 +263,14 @@ def _variant_plans(
     plans = []
     for each in variant_runs:
         if each.failure:
-            result.untested.append(("program", each.variant.title, each.failure))
+            result.untested.append(Untested("program", each.variant.title, each.failure))
             continue
         metrics = record.stable_metrics(*each.runs)
         if metrics:
             plans.append(suite.VariantPlan(each.variant, metrics))
         else:
             reason = "prints no metric line that two runs agree on"
-            result.untested.append(("program", each.variant.title, reason))
+            result.untested.append(Untested("program", each.variant.title, reason))
     return plans
 
 
@@ -301,7 +318,8 @@ def _method_calls(cls: discover.ModuleClass, unit: suite.Unit, result: Generatio
         missing = [n for n in method.required if n not in recorded and n not in method.loop_counts]
         if missing:
             reason = f"needs {', '.join(missing)}, which no recorded call shows"
-            result.untested.append(("method", f"{cls.file}::{cls.name}.{method.name}", reason))
+            name = f"{cls.file}::{cls.name}.{method.name}"
+            result.untested.append(Untested("method", name, reason))
             continue
         arguments = {n: recorded[n][0] if n in recorded else LOOP_COUNT for n in method.required}
         counts = [n for n in method.required if n not in recorded]
@@ -353,9 +371,8 @@ def _save_inputs(plan: suite.SuitePlan, directory: Path, result: GenerationResul
         if total + size > MAX_TOTAL_BYTES:
             (directory / "data" / f"{unit.slug}.pt").unlink()
             unit.tests.clear()
-            result.untested.append(
-                (unit.kind, f"{unit.file}::{unit.name}", "over the suite's recorded-data cap")
-            )
+            name = f"{unit.file}::{unit.name}"
+            result.untested.append(Untested(unit.kind, name, "over the suite's recorded-data cap"))
             continue
         total += size
 
@@ -387,20 +404,19 @@ def _drop(
         if isinstance(target, suite.Unit):
             target.tests.discard(kind)
             if kind != "rows":  # a batch-size property that does not hold is not a finding
-                result.untested.append(
-                    (target.kind, f"{target.file}::{target.name} ({kind})", f"{why}: {message}")
-                )
+                name = f"{target.file}::{target.name} ({kind})"
+                result.untested.append(Untested(target.kind, name, f"{why}: {message}"))
         elif isinstance(target, suite.StepPlan):
             target.skip = f"{why}: {message}"
         elif isinstance(target, suite.VariantPlan):
             plan.variants.remove(target)
-            result.untested.append(("program", target.variant.title, f"{why}: {message}"))
+            result.untested.append(Untested("program", target.variant.title, f"{why}: {message}"))
         elif kind == "runs":
             plan.runs_test = False
-            result.untested.append(("program", "runs to completion", f"{why}: {message}"))
+            result.untested.append(Untested("program", "runs to completion", f"{why}: {message}"))
         else:
             plan.metrics = []
-            result.untested.append(("program", "reported metrics", f"{why}: {message}"))
+            result.untested.append(Untested("program", "reported metrics", f"{why}: {message}"))
 
 
 def _drop_oversized(
@@ -417,7 +433,7 @@ def _drop_oversized(
                 f"its recorded data take {size // 1024} KiB, over the {limit // 1024} KiB a unit"
                 " may record; raise --max-unit-kib"
             )
-            result.untested.append((unit.kind, f"{unit.file}::{unit.name}", reason))
+            result.untested.append(Untested(unit.kind, f"{unit.file}::{unit.name}", reason))
 
 
 def _replace(out_dir: Path, built: Path) -> None:
@@ -442,7 +458,7 @@ def _summarise(plan, inventory, run: record.Run, result: GenerationResult) -> No
     for unit in plan.units:
         if unit.tests:
             tests = sorted(kind.removeprefix("call:").replace("_", " ") for kind in unit.tests)
-            result.tested.append((unit.kind, f"{unit.file}::{unit.name}", tests))
+            result.tested.append(Tested(unit.kind, f"{unit.file}::{unit.name}", tests))
     captured = {(u.file, u.name) for u in plan.units if u.tests}
     skipped = run.skipped
     for cls in inventory.module_classes:
@@ -452,7 +468,7 @@ def _summarise(plan, inventory, run: record.Run, result: GenerationResult) -> No
         if cls.file not in run.files:
             reason = OTHER_PROGRAM
         if not any(name.startswith(f"{cls.file}::{cls.name} (") for _, name, _ in result.untested):
-            result.untested.append(("module", f"{cls.file}::{cls.name}", reason))
+            result.untested.append(Untested("module", f"{cls.file}::{cls.name}", reason))
     planned = {s.step.ident: s for s in plan.steps}
     for step in inventory.training_steps:
         where = f"{step.ident} ({step.function})"
@@ -460,16 +476,16 @@ def _summarise(plan, inventory, run: record.Run, result: GenerationResult) -> No
         if chosen is None:
             reason = "not reached by the recorded run"
             reason = reason if step.file in run.files else OTHER_PROGRAM
-            result.untested.append(("training step", where, reason))
+            result.untested.append(Untested("training step", where, reason))
         elif chosen.skip:
-            result.untested.append(("training step", where, chosen.skip))
+            result.untested.append(Untested("training step", where, chosen.skip))
         else:
             what = "first iteration" if step.kind == "optimizer" else "first two losses"
-            result.tested.append(("training step", where, [what]))
+            result.tested.append(Tested("training step", where, [what]))
     if plan.metrics:
-        result.tested.append(("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
+        result.tested.append(Tested("program", "reported metrics", [f"{len(plan.metrics)} lines"]))
     if plan.runs_test and not (plan.steps or plan.metrics or plan.variants):
-        result.tested.append(("program", "runs to completion", ["exit status 0"]))
+        result.tested.append(Tested("program", "runs to completion", ["exit status 0"]))
     for variant in plan.variants:
         tests = [f"{len(variant.metrics)} metric lines"]
-        result.tested.append(("program", variant.variant.title, tests))
+        result.tested.append(Tested("program", variant.variant.title, tests))

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytpu.engine.config import Program
 from pytpu.engine.testgen import invocation, proposals
@@ -29,6 +29,24 @@ from pytpu.engine.testgen.generate import (
     generate,
 )
 from pytpu.engine.testgen.suite import snake
+
+
+class ProgramTested(NamedTuple):
+    """A tested unit (`generate.Tested`) and the program whose suite tests it."""
+
+    kind: str
+    name: str
+    tests: list[str]
+    program: str
+
+
+class ProgramUntested(NamedTuple):
+    """A unit without a test (`generate.Untested`), and the program that said why."""
+
+    kind: str
+    name: str
+    reason: str
+    program: str
 
 
 @dataclass
@@ -70,22 +88,22 @@ class ProgramsResult:
         return len(self.programs) > 1
 
     @property
-    def tested(self) -> list[tuple[str, str, list[str], str]]:
-        """kind, name, tests, program: every program's tested units."""
-        return [(*t, p.name) for p in self.recorded for t in p.generated.tested]
+    def tested(self) -> list[ProgramTested]:
+        """Every program's tested units."""
+        return [ProgramTested(*t, p.name) for p in self.recorded for t in p.generated.tested]
 
     @property
-    def untested(self) -> list[tuple[str, str, str, str]]:
-        """kind, name, reason, program: units no program tests, each once (a unit another
-        program loads is not "not loaded": that program's reason is kept)."""
-        tested = {name for _, name, _, _ in self.tested}
-        chosen: dict[str, tuple[str, str, str, str]] = {}
+    def untested(self) -> list[ProgramUntested]:
+        """Units no program tests, each once (a unit another program loads is not "not
+        loaded": that program's reason is kept)."""
+        tested = {unit.name for unit in self.tested}
+        chosen: dict[str, ProgramUntested] = {}
         for p in self.recorded:
-            for kind, name, reason in p.generated.untested:
-                if name in tested:
+            for unit in p.generated.untested:
+                if unit.name in tested:
                     continue
-                if name not in chosen or chosen[name][2] == OTHER_PROGRAM:
-                    chosen[name] = (kind, name, reason, p.name)
+                if unit.name not in chosen or chosen[unit.name].reason == OTHER_PROGRAM:
+                    chosen[unit.name] = ProgramUntested(*unit, p.name)
         return list(chosen.values())
 
     @property
@@ -95,12 +113,8 @@ class ProgramsResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "out": str(self.out),
-            "tested": [
-                {"kind": k, "name": n, "tests": t, "program": p} for k, n, t, p in self.tested
-            ],
-            "untested": [
-                {"kind": k, "name": n, "reason": r, "program": p} for k, n, r, p in self.untested
-            ],
+            "tested": [unit._asdict() for unit in self.tested],
+            "untested": [unit._asdict() for unit in self.untested],
             "programs": [
                 {
                     "name": p.name,

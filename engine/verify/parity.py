@@ -102,42 +102,76 @@ def _run_pytest(root: Path, arguments: list[str], kind: str, side: SideRun, time
         side.suites[result.id] = kind
 
 
-def compare(baseline: SideRun, target: SideRun) -> dict:
-    """The parity section of the report: every test on both sides, regressions first."""
+@dataclass(frozen=True)
+class ParityRow:
+    """One test on both sides: its outcome on the original code and on the migrated code."""
+
+    id: str
+    suite: str  # generated | repository
+    baseline: str  # passed | failed | error | skipped | missing
+    target: str
+    regression: bool  # passed on the original code, not on the migrated code
+    message: str | None  # the first line of its failure
+
+
+@dataclass(frozen=True)
+class ParityCounts:
+    """Parity N/N counts the tests that pass on the original code."""
+
+    status: str  # parity | regressed | no tests
+    passed_both: int
+    total: int
+    regressions: int
+
+    @property
+    def fraction(self) -> str:
+        """`18/18`: the tests that pass on both sides, of those that pass on the original."""
+        return f"{self.passed_both}/{self.total}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every test on both sides, regressions first; each side's outcome counts and commands."""
+
+    rows: tuple[ParityRow, ...]
+    counts: dict[str, dict[str, int]]  # baseline | target -> outcome -> tests
+    commands: dict[str, str]  # baseline | target -> its pytest commands, joined by `&&`
+
+    @property
+    def verdict(self) -> ParityCounts:
+        rows = self.rows
+        total = sum(1 for row in rows if row.baseline == PASSED)
+        both = sum(1 for row in rows if row.baseline == PASSED and row.target == PASSED)
+        regressions = sum(1 for row in rows if row.regression)
+        status = "no tests" if total == 0 else ("regressed" if regressions else "parity")
+        return ParityCounts(status, both, total, regressions)
+
+
+def compare(baseline: SideRun, target: SideRun) -> Comparison:
+    """Every test on both sides, regressions first."""
     rows = []
     for test_id in sorted(set(baseline.results) | set(target.results)):
         before, before_message = baseline.results.get(test_id, (MISSING, None))
         after, after_message = target.results.get(test_id, (MISSING, None))
-        regression = before == PASSED and after != PASSED
         rows.append(
-            {
-                "id": test_id,
-                "suite": baseline.suites.get(test_id) or target.suites.get(test_id),
-                "baseline": before,
-                "target": after,
-                "regression": regression,
-                "message": after_message if after != PASSED else before_message,
-            }
+            ParityRow(
+                id=test_id,
+                suite=baseline.suites.get(test_id) or target.suites.get(test_id) or "",
+                baseline=before,
+                target=after,
+                regression=before == PASSED and after != PASSED,
+                message=after_message if after != PASSED else before_message,
+            )
         )
-    rows.sort(key=lambda row: (not row["regression"], row["suite"] != "generated", row["id"]))
-    return {
-        "tests": rows,
-        "counts": {"baseline": _counts(baseline), "target": _counts(target)},
-        "commands": {
+    rows.sort(key=lambda row: (not row.regression, row.suite != "generated", row.id))
+    return Comparison(
+        rows=tuple(rows),
+        counts={"baseline": _counts(baseline), "target": _counts(target)},
+        commands={
             "baseline": " && ".join(baseline.commands),
             "target": " && ".join(target.commands),
         },
-    }
-
-
-def verdict(parity: dict) -> dict:
-    """Parity N/N counts the tests that pass on the original code."""
-    rows = parity["tests"]
-    total = sum(1 for row in rows if row["baseline"] == PASSED)
-    both = sum(1 for row in rows if row["baseline"] == PASSED and row["target"] == PASSED)
-    regressions = sum(1 for row in rows if row["regression"])
-    status = "no tests" if total == 0 else ("regressed" if regressions else "parity")
-    return {"status": status, "passed_both": both, "total": total, "regressions": regressions}
+    )
 
 
 def _counts(side: SideRun) -> dict[str, int]:
@@ -147,7 +181,15 @@ def _counts(side: SideRun) -> dict[str, int]:
     return counts
 
 
-def device_names(baseline_device: str = "cpu", target_device: str = "xla") -> dict[str, str]:
+@dataclass(frozen=True)
+class Devices:
+    """How the report names the two sides' devices."""
+
+    baseline: str  # `CPU (torch 2.9.0)`
+    target: str  # `XLA on the CPU (torch_xla 2.9.0, PJRT_DEVICE=CPU)`
+
+
+def device_names(baseline_device: str = "cpu", target_device: str = "xla") -> Devices:
     """How the report names the two devices: here, XLA runs on the CPU, and it says so; the
     TorchTPU side names its stand-in when it ran on one."""
     import torch
@@ -159,13 +201,12 @@ def device_names(baseline_device: str = "cpu", target_device: str = "xla") -> di
             where = f"TorchTPU's CPU stand-in (pytpu.runtime.tpu_standin, torch {torch_version})"
         else:
             where = f"TorchTPU (torch-tpu {_version('torch-tpu')})"
-        return {"baseline": baseline, "target": where}
+        return Devices(baseline, where)
     target = os.environ.get("PJRT_DEVICE", "CPU")
     where = "on the CPU" if target.upper() == "CPU" else f"on {target}"
-    return {
-        "baseline": baseline,
-        "target": f"XLA {where} (torch_xla {_version('torch-xla')}, PJRT_DEVICE={target})",
-    }
+    return Devices(
+        baseline, f"XLA {where} (torch_xla {_version('torch-xla')}, PJRT_DEVICE={target})"
+    )
 
 
 def _version(distribution: str) -> str:
