@@ -69,6 +69,7 @@ class Config:
     target: str = "torch_xla"
     tests: str = "tests/pytpu"
     timeout: float = 300.0
+    benchmark_rounds: int = 5
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
@@ -511,6 +512,7 @@ _VALUES: dict[str, Callable[[Any], Any]] = {
     "target": _target,
     "tests": _tests,
     "timeout": float,
+    "benchmark_rounds": int,
     "requirements": _files,
     "setup": _commands,
 }

@@ -210,8 +210,9 @@ def _benchmark(
             timeout=settings.timeout,
             lengthen=given is None,
             checkouts=checkouts,
+            rounds=settings.benchmark_rounds,
         )
-        nothing = report_sections.nothing_on_xla(section)
+        nothing = benchmark.nothing_on_xla(section)
         stand_in = processes.STAND_IN.get() is not None
         runs.append(BenchmarkRun(program.name, section, nothing, on_stand_in=stand_in))
     why = "it takes no training step (no optimizer step or backward pass was recorded)"

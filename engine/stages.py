@@ -15,7 +15,7 @@ import git
 from pytpu.engine import config as config_module
 from pytpu.engine import environment, gitrepo, testgen
 from pytpu.engine.rewriter import checkout
-from pytpu.engine.verify import parity
+from pytpu.engine.verify import measured, parity
 from pytpu.engine.verify.parity import ParityCounts, ParityRow
 
 # --- what each stage hands to the next ---------------------------------------------------------
@@ -92,16 +92,22 @@ class BenchmarkRun:
     """One program's training step timed on both sides."""
 
     program: str
-    section: dict[str, Any]  # the report's benchmark section, as `benchmark.compare` makes it
+    section: measured.StepBenchmark  # as `benchmark.run` measured it
     nothing_on_xla: bool  # the XLA side compiled no graph: its steps ran on the host
     on_stand_in: bool = False  # the migrated side ran on a CPU stand-in for its device
 
     @property
+    def measured_speedup(self) -> float | None:
+        """The median of the rounds' ratios, the original's median step over the migrated
+        one's; None if either failed, if nothing ran on the XLA device, or if the migrated side
+        ran on a CPU stand-in (the host would be timed against itself)."""
+        return None if self.nothing_on_xla or self.on_stand_in else self.section.speedup
+
+    @property
     def speedup(self) -> float | None:
-        """The original's median step over the migrated one's; None if either failed, if
-        nothing ran on the XLA device, or if the migrated side ran on a CPU stand-in (the host
-        would be timed against itself)."""
-        return None if self.nothing_on_xla or self.on_stand_in else self.section["speedup"]
+        """The figure the verdict states: the measured speedup, unless the benchmark refused it
+        (a busy machine, too few rounds, an interval too wide)."""
+        return None if self.section.refused else self.measured_speedup
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ import copy
 import textwrap
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from pytpu.engine.reporting import markdown
 from pytpu.engine.verify import benchmark
+from pytpu.engine.verify.measured import Side, StepBenchmark
 from tests.test_reporting import load, section
 from tests.test_step_benchmark import STEPS, WARMUP, _copy, _program, migrated  # noqa: F401
 
@@ -98,12 +100,17 @@ FIXED = """
 """
 
 
-def _short(ran: int, step_ms: float = 10.0, seconds: float = 2.0) -> dict:
+def _short(ran: int, step_ms: float = 10.0, seconds: float = 2.0) -> Side:
     """What measure gives for a run of `ran` steps, the first with start-up."""
-    return {"steps_ran": ran, "warmup_ms": [500.0] + [step_ms] * (ran - 1), "seconds": seconds}
+    return Side(
+        device="cpu", device_name="CPU", steps_ran=ran, steps_timed=0, median_ms=None,
+        spread_ms=None, warmup_ms=[500.0] + [step_ms] * (ran - 1), boundary="optimizer step",
+        compile=None, transfers_per_step=None, cpu_fallbacks=None, exit_code=0, seconds=seconds,
+        error=None,
+    )  # fmt: skip
 
 
-def _longer(root: Path, command: str, result: dict, timeout: float = 300):
+def _longer(root: Path, command: str, result: Side, timeout: float = 300):
     return benchmark.longer(root, command, result, WARMUP, STEPS, timeout)
 
 
@@ -158,10 +165,10 @@ def test_the_setting_is_raised_on_the_program_s_invocation(repo, command, expect
     assert plan.command == expected
 
 
-def _benchmark_section(bench: dict) -> str:
+def _benchmark_section(bench: StepBenchmark) -> str:
     """The report's Benchmark section for this result (checked against the schema first)."""
     document = copy.deepcopy(load("parity"))
-    document["benchmark"] = bench
+    document["benchmark"] = msgspec.to_builtins(bench)
     return section(markdown.render(document), "Benchmark")
 
 
@@ -192,9 +199,9 @@ def test_without_a_python_script_the_error_says_what_was_read(repo):
 
 def test_a_run_that_ends_before_its_timed_steps_are_done_is_too_short():
     # cure-lab/LTSF-Linear's one epoch ran 13 steps: the first, 3 warm-up and 9 of the 10 timed
-    def ran(steps_ran: int, timed: int, exit_code: int = 0) -> dict:
-        return {"exit_code": exit_code, "steps_ran": steps_ran, "warmup_ms": [500.0, 9.0, 9.0],
-                "steps_timed": timed}  # fmt: skip
+    def ran(steps_ran: int, timed: int, exit_code: int = 0) -> Side:
+        short = msgspec.structs.replace(_short(steps_ran), steps_timed=timed, exit_code=exit_code)
+        return msgspec.structs.replace(short, warmup_ms=[500.0, 9.0, 9.0])
 
     assert benchmark._too_short(ran(3, 0), STEPS)  # nothing timed
     assert benchmark._too_short(ran(3 + STEPS - 1, STEPS - 1), STEPS)  # ended while timing
@@ -210,12 +217,12 @@ def test_a_run_that_ends_before_its_timed_steps_are_done_is_too_short():
 def test_an_epochs_program_is_timed_with_more_epochs(tmp_path):
     root = _program(tmp_path, EPOCHS)
     short = benchmark.measure(root, "python train.py --epochs 1", "cpu", WARMUP, STEPS)
-    assert short["steps_ran"] == 3 and short["steps_timed"] == 0
+    assert short.steps_ran == 3 and short.steps_timed == 0
     plan = _longer(root, "python train.py --epochs 1", short)
     assert plan.command == "python train.py --epochs 4"
     result = benchmark.measure(root, plan.command, "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["steps_timed"] == STEPS  # 12 steps planned; the timer ended the run at 8
+    assert result.error is None, result.error
+    assert result.steps_timed == STEPS  # 12 steps planned; the timer ended the run at 8
 
 
 def test_a_configurator_global_is_set_as_name_equals_value(tmp_path):
@@ -223,28 +230,28 @@ def test_a_configurator_global_is_set_as_name_equals_value(tmp_path):
     (root / "configurator.py").write_text(textwrap.dedent(CONFIGURATOR))
     command = "python train.py --batch_size=4"  # the command sets globals: max_iters can be set
     short = benchmark.measure(root, command, "cpu", WARMUP, STEPS)
-    assert short["steps_ran"] == 4  # max_iters + 1
+    assert short.steps_ran == 4  # max_iters + 1
     plan = _longer(root, command, short)
     assert plan.command == "python train.py --batch_size=4 --max_iters=8"
     result = benchmark.measure(root, plan.command, "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["steps_timed"] == STEPS
+    assert result.error is None, result.error
+    assert result.steps_timed == STEPS
 
 
 def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, migrated):  # noqa: F811
     # The CUDA program on the CPU and, migrated, on XLA: `--steps 4` is too short for both.
     sides = ((_copy(tmp_path), "cpu"), (migrated, "xla"))
-    bench = benchmark.run(sides, "python train.py --steps 4", WARMUP, STEPS, 300)
-    assert bench["error"] is None, bench["error"]
-    assert bench["command"] == "python train.py --steps 10"
-    assert bench["lengthened"] == {
+    bench = benchmark.run(sides, "python train.py --steps 4", WARMUP, STEPS, 300, rounds=1)
+    assert bench.error is None, bench.error
+    assert bench.command == "python train.py --steps 10"
+    assert msgspec.to_builtins(bench.lengthened) == {
         "from": "python train.py --steps 4",
         "steps_ran": 4,
         "settings": [{"option": "--steps", "from": 4, "to": 10}],
         "dropped": [],
     }
-    assert bench["baseline"]["steps_timed"] == bench["target"]["steps_timed"] == STEPS
-    assert bench["target"]["compile"]["graphs"] >= 1 and bench["speedup"] > 0
+    assert bench.baseline.steps_timed == bench.target.steps_timed == STEPS
+    assert bench.target.compile.graphs >= 1 and bench.speedup > 0
 
     text = _benchmark_section(bench)
     assert (
@@ -256,9 +263,11 @@ def test_the_run_command_is_lengthened_and_the_report_says_what_ran(tmp_path, mi
 
 def test_without_a_step_setting_the_error_says_what_was_looked_for(tmp_path):
     root = _program(tmp_path, FIXED.replace('"--max-steps"', '"--repeats"'))
-    bench = benchmark.run(((root, "cpu"), (root, "cpu")), "python train.py", WARMUP, STEPS)
-    assert bench["command"] == "python train.py" and bench["lengthened"] is None
-    assert bench["baseline"]["error"] == (
+    bench = benchmark.run(
+        ((root, "cpu"), (root, "cpu")), "python train.py", WARMUP, STEPS, rounds=1
+    )
+    assert bench.command == "python train.py" and bench.lengthened is None
+    assert bench.baseline.error == (
         "only 3 steps ran; the benchmark needs 2 warm-up + at least 2 timed steps (after the"
         " first step, which includes start-up): PyTPU found no step or epoch setting in train.py"
         f" to raise ({benchmark.LOOKED_FOR}); give a longer `benchmark` command"
@@ -269,24 +278,26 @@ def test_without_a_step_setting_the_error_says_what_was_looked_for(tmp_path):
 def test_a_setting_that_gives_no_more_steps_is_raised_once(tmp_path):
     root = _program(tmp_path, FIXED)
     bench = benchmark.run(
-        ((root, "cpu"), (root, "cpu")), "python train.py --max-steps 3", WARMUP, STEPS
+        ((root, "cpu"), (root, "cpu")), "python train.py --max-steps 3", WARMUP, STEPS, rounds=1
     )
-    assert bench["command"] == "python train.py --max-steps 10"  # the command that ran last
-    assert bench["lengthened"]["settings"] == [{"option": "--max-steps", "from": 3, "to": 10}]
-    assert bench["baseline"]["error"].endswith(
+    assert bench.command == "python train.py --max-steps 10"  # the command that ran last
+    assert msgspec.to_builtins(bench.lengthened.settings) == [
+        {"option": "--max-steps", "from": 3, "to": 10}
+    ]
+    assert bench.baseline.error.endswith(
         ": raising --max-steps from 3 to 10 gave no more steps; give a longer `benchmark` command"
     )
-    assert bench["speedup"] is None
+    assert bench.speedup is None
 
 
 def test_a_configured_benchmark_command_is_timed_as_written(tmp_path):
     root = _program(tmp_path, EPOCHS)
     bench = benchmark.run(
         ((root, "cpu"), (root, "cpu")), "python train.py --epochs 1", WARMUP, STEPS,
-        lengthen=False,
+        lengthen=False, rounds=1,
     )  # fmt: skip
-    assert bench["command"] == "python train.py --epochs 1" and bench["lengthened"] is None
-    assert bench["baseline"]["error"].endswith(": give a longer `benchmark` command")
+    assert bench.command == "python train.py --epochs 1" and bench.lengthened is None
+    assert bench.baseline.error.endswith(": give a longer `benchmark` command")
 
 
 def test_a_dry_run_switch_is_left_out_before_any_setting_is_raised(tmp_path):
@@ -300,16 +311,16 @@ def test_a_dry_run_switch_is_left_out_before_any_setting_is_raised(tmp_path):
 def test_the_benchmark_times_a_dry_run_program_without_its_switch(tmp_path):
     root = _program(tmp_path, DRY_RUN)
     sides = ((root, "cpu"), (root, "cpu"))
-    bench = benchmark.run(sides, "python train.py --dry-run", WARMUP, STEPS)
-    assert bench["error"] is None, bench["error"]
-    assert bench["command"] == "python train.py"
-    assert bench["lengthened"] == {
+    bench = benchmark.run(sides, "python train.py --dry-run", WARMUP, STEPS, rounds=1)
+    assert bench.error is None, bench.error
+    assert bench.command == "python train.py"
+    assert msgspec.to_builtins(bench.lengthened) == {
         "from": "python train.py --dry-run",
         "steps_ran": 1,
         "settings": [],
         "dropped": ["--dry-run"],
     }
-    assert bench["baseline"]["steps_timed"] == STEPS
+    assert bench.baseline.steps_timed == STEPS
     text = _benchmark_section(bench)
     assert (
         "that ran 1 step, too few for the first step, "
@@ -341,12 +352,12 @@ FULL_BATCH = """
 def test_epochs_are_raised_when_leaving_out_dry_run_gave_no_more_steps(tmp_path):
     root = _program(tmp_path, FULL_BATCH)
     sides = ((root, "cpu"), (root, "cpu"))
-    bench = benchmark.run(sides, "python train.py --epochs 1 --dry-run", WARMUP, STEPS)
-    assert bench["error"] is None, bench["error"]
-    assert bench["lengthened"]["dropped"] == ["--dry-run"]
-    [raised] = bench["lengthened"]["settings"]
-    assert raised["option"] == "--epochs" and raised["from"] == 1 and raised["to"] > STEPS
-    assert bench["baseline"]["steps_timed"] == STEPS
+    bench = benchmark.run(sides, "python train.py --epochs 1 --dry-run", WARMUP, STEPS, rounds=1)
+    assert bench.error is None, bench.error
+    assert bench.lengthened.dropped == ["--dry-run"]
+    [raised] = bench.lengthened.settings
+    assert raised.option == "--epochs" and raised.was == 1 and raised.to > STEPS
+    assert bench.baseline.steps_timed == STEPS
 
 
 # --- settings of a configuration system ----------------------------------------------------------
@@ -414,9 +425,9 @@ def test_a_configuration_system_s_step_setting_is_raised(tmp_path, command, expe
 def test_the_benchmark_lengthens_a_configured_run(tmp_path, command):
     # Before, these ran 3 steps and failed: no step setting was found to raise.
     root = _program(tmp_path, CONFIGURED)
-    bench = benchmark.run(((root, "cpu"), (root, "cpu")), command, WARMUP, STEPS)
-    assert bench["error"] is None, bench["error"]
-    assert bench["lengthened"]["steps_ran"] == 3
-    [setting] = bench["lengthened"]["settings"]
-    assert setting["from"] == 3 and setting["to"] > 3
-    assert bench["baseline"]["steps_timed"] == bench["target"]["steps_timed"] == STEPS
+    bench = benchmark.run(((root, "cpu"), (root, "cpu")), command, WARMUP, STEPS, rounds=1)
+    assert bench.error is None, bench.error
+    assert bench.lengthened.steps_ran == 3
+    [setting] = bench.lengthened.settings
+    assert setting.was == 3 and setting.to > 3
+    assert bench.baseline.steps_timed == bench.target.steps_timed == STEPS

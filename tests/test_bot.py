@@ -160,7 +160,11 @@ def test_a_collaborators_command_opens_the_pull_request(peer, first_run):
     assert outputs["pr-number"] == str(pulls[0].number)
     assert outputs["pr-url"].endswith(f"/pull/{pulls[0].number}")
     assert outputs["parity"].split("/")[0] == outputs["parity"].split("/")[1] != "0"
-    assert float(outputs["speedup"]) > 0
+    headline = body.splitlines()[0]
+    speedup = outputs["speedup"]  # (empty when the machine was too noisy for a figure)
+    assert (speedup and f"speedup x{speedup}" in headline) or (
+        speedup == "" and "no trustworthy speedup" in headline
+    )
     assert (result["dir"] / "summary.md").read_text().startswith("**PyTPU: parity")
     statuses = [s for s in peer.state.statuses if s.sha == commits[0]]
     assert [(s.state, s.context) for s in statuses] == [("success", github_api.STATUS_CONTEXT)]

@@ -120,6 +120,7 @@ def test_yaml_values_are_read(tmp_path, name):
         target: torch_xla==2.9
         tests: checks/tpu/
         timeout: 60
+        benchmark_rounds: 7
         """,
     )
     loaded = load(tmp_path)
@@ -133,6 +134,7 @@ def test_yaml_values_are_read(tmp_path, name):
         "target": "torch_xla==2.9",
         "tests": "checks/tpu",
         "timeout": 60.0,
+        "benchmark_rounds": 7,
         "requirements": None,
         "setup": [],
         "source": name,
@@ -146,6 +148,7 @@ def test_yaml_values_are_read(tmp_path, name):
             "target",
             "tests",
             "timeout",
+            "benchmark_rounds",
         ],
         "target_source": None,
     }

@@ -239,10 +239,10 @@ def test_the_benchmark_times_the_steps_in_the_kernel(tmp_path):
     migrated = Path(shutil.copytree(original, tmp_path / "migrated"))
     assert _pytpu("rewrite", ".", "--write", cwd=migrated).returncode == 0
     sides = ((original, "cpu"), (migrated, "xla"))
-    section = benchmark.run(sides, RUNNER, warmup=2, steps=3, timeout=300)
-    assert section["error"] is None, section["error"]
-    for side in (section["baseline"], section["target"]):
-        assert side["exit_code"] == 0  # the timer ended the kernel: the run ends as a script's
-        assert side["boundary"] == "optimizer step" and side["steps_timed"] == 3
-    assert section["target"]["compile"]["after_warmup"] == 0
-    assert section["speedup"] is not None
+    section = benchmark.run(sides, RUNNER, warmup=2, steps=3, timeout=300, rounds=1)
+    assert section.error is None, section.error
+    for side in (section.baseline, section.target):
+        assert side.exit_code == 0  # the timer ended the kernel: the run ends as a script's
+        assert side.boundary == "optimizer step" and side.steps_timed == 3
+    assert section.target.compile.after_warmup == 0
+    assert section.speedup is not None

@@ -18,6 +18,8 @@ from pytpu.engine.reporting import document as report_document
 from pytpu.engine.reporting import markdown
 from pytpu.engine.reporting import sections as report_sections
 from pytpu.engine.reporting.markdown import render, validate, verdict_line
+from pytpu.engine.verify import benchmark as benchmark_stage
+from pytpu.engine.verify.measured import StepBenchmark
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reporting"
 HEADINGS = [
@@ -242,9 +244,9 @@ def test_a_pipe_or_newline_in_a_test_id_or_message_does_not_break_the_table():
 
 def test_benchmark_table_has_a_row_per_side(document):
     text = section(render(document), "Benchmark")
-    (rows,) = tables(parse(text))
+    rows = tables(parse(text))[0]
     assert [row[0] for row in rows] == ["Before", "After"]
-    assert all(len(row) == 7 for row in rows)
+    assert all(len(row) == 8 for row in rows)
     assert document["benchmark"]["method"] in text
     assert document["benchmark"]["command"] in text
 
@@ -258,17 +260,32 @@ def test_benchmark_speedup_or_failure_is_said_plainly():
     assert "Speedup" not in regressed
 
 
-def test_a_side_measured_on_a_busy_machine_says_its_speedup_is_uncertain():
-    doc = load("parity")
-    assert "vary widely" not in render(doc)  # 47.9–49.8 ms: an idle machine
-    doc["benchmark"]["baseline"]["spread_ms"].update(p25=110.0, p75=224.0)
-    text = section(render(doc), "Benchmark")
+def test_the_speedup_comes_with_its_interval_and_rounds():
+    text = section(render(load("parity")), "Benchmark")
     assert (
-        "> ⚠️ **The before side's step times vary widely** (p25–p75: 110–224 ms): something"
-        " else was likely running on the machine, so the speedup below is uncertain."
+        "**Speedup: x1.42** (93.8% confidence interval x1.39–x1.46), the median of 5 rounds'"
+        " ratios of the median step before to the median step after; both sides ran with"
+        " OMP_NUM_THREADS=2, MKL_NUM_THREADS=2 on 2 CPU cores."
     ) in text
-    assert text.index("vary widely") < text.index("**Speedup:")
-    assert "after side" not in text
+    rounds = [t for t in tables(parse(text)) if len(t) == 5][0]
+    assert [row[0] for row in rounds] == ["1", "2", "3", "4", "5"]
+    assert rounds[0][1:] == ["48.6 ms", "34.2 ms", "x1.42", "0.03"]
+    sides = tables(parse(text))[0]
+    assert sides[0][4] == "658 samples/s" and sides[0][5] == "50 in 5 runs"
+
+
+def test_a_refused_figure_is_said_plainly_and_kept_out_of_the_headline():
+    doc = load("parity")
+    why = "other processes used 1.9 of the machine's 2 CPU cores on average while the benchmark ran"
+    doc["benchmark"]["refused"] = doc["benchmarks"][0]["refused"] = why
+    doc["verdict"]["speedup"] = None
+    text = section(render(doc), "Benchmark")
+    assert f"> ⚠️ **No speedup figure can be trusted from this run:** {why}." in text
+    assert "(The rounds' median ratio was x1.42, interval x1.39–x1.46.)" in text
+    assert "**Speedup:" not in text
+    assert verdict_line(doc) == (
+        "PyTPU: parity 18/18, no trustworthy speedup (CPU → XLA on the CPU)"
+    )
 
 
 def test_a_target_that_is_not_a_tpu_is_named_as_such():
@@ -305,7 +322,9 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     measured["target"].update(
         steps_ran=14, compile={"graphs": 0, "seconds": 0.0, "after_warmup": 0}
     )
-    run = BenchmarkRun("train", measured, report_sections.nothing_on_xla(measured))
+    fields = StepBenchmark.__struct_fields__
+    measured = msgspec.convert({k: v for k, v in measured.items() if k in fields}, StepBenchmark)
+    run = BenchmarkRun("train", measured, benchmark_stage.nothing_on_xla(measured))
     assert run.nothing_on_xla and run.speedup is None
     doc["benchmark"] = msgspec.to_builtins(report_sections.benchmark(run))
     doc["benchmarks"] = [doc["benchmark"]]
@@ -326,8 +345,8 @@ def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     assert "- Graphs compiled: 0: nothing ran on the XLA device" in evidence
     assert "Compilations after warm-up" not in evidence and "no recompilation" not in evidence
     # Steps that compiled graphs keep their speedup.
-    measured["target"]["compile"]["graphs"] = 3
-    assert BenchmarkRun("train", measured, report_sections.nothing_on_xla(measured)).speedup == 1.42
+    measured.target.compile.graphs = 3
+    assert BenchmarkRun("train", measured, benchmark_stage.nothing_on_xla(measured)).speedup == 1.42
 
 
 def test_changes_per_rule_with_totals():
@@ -510,12 +529,11 @@ def test_several_programs_get_their_rows_sections_and_a_mean_speedup():
 
 
 def test_a_repository_whose_programs_do_not_train_says_why_no_benchmark_ran():
-    from pytpu.engine.verify import benchmark as benchmark_stage
-
     doc = load("parity")
     reason = "`pytest`: it takes no training step (no optimizer step or backward pass was recorded)"
     skipped = benchmark_stage.skipped("python -m pytest tests -q", reason, 3, 10)
-    doc["benchmark"] = {**skipped, "program": "pytest", "nothing_on_xla": False}
+    doc["benchmark"] = {**msgspec.to_builtins(skipped), "program": "pytest"}
+    doc["benchmark"]["nothing_on_xla"] = False
     doc["benchmarks"] = [doc["benchmark"]]
     doc["verdict"]["speedup"] = None
     assert verdict_line(doc).endswith("no benchmark (CPU → XLA on the CPU)")

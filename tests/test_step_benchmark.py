@@ -11,10 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from pytpu.engine.testgen import workspace
 from pytpu.engine.verify import benchmark
+from pytpu.engine.verify.measured import Side
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
 PYTPU = [sys.executable, "-m", "pytpu.engine.cli"]
@@ -24,6 +26,15 @@ WARMUP, STEPS = 2, 5
 
 def _copy(tmp_path: Path, name: str = "repo") -> Path:
     return Path(shutil.copytree(FIXTURE, tmp_path / name))
+
+
+def _side(median_ms: float) -> Side:
+    """A side that timed its steps at `median_ms`."""
+    return Side(
+        device="cpu", device_name="CPU", steps_timed=2, median_ms=median_ms, spread_ms=None,
+        warmup_ms=[], boundary="optimizer step", compile=None, transfers_per_step=None,
+        cpu_fallbacks=None, exit_code=0, seconds=1.0, error=None,
+    )  # fmt: skip
 
 
 def _program(tmp_path: Path, source: str) -> Path:
@@ -58,17 +69,18 @@ def test_cpu_side_times_the_cuda_program_with_cuda_mapped_to_the_cpu(tmp_path, m
     monkeypatch.setenv("TINY_ENV_PROBE", str(probe))
     monkeypatch.setenv("GITHUB_TOKEN", "secret")
     result = benchmark.measure(repo, TINY.format(steps=12), "cpu", WARMUP, STEPS, timeout=120)
-    assert result["error"] is None, result["error"]
-    assert result["exit_code"] == 0  # `.to(torch.device('cuda'))` ran: CUDA went to the CPU
-    assert result["device"] == "cpu" and result["device_name"] == "CPU"
-    assert result["steps_timed"] == STEPS
-    assert result["boundary"] == "optimizer step"
-    assert result["median_ms"] > 0
-    spread = result["spread_ms"]
-    assert spread["min"] <= spread["p25"] <= result["median_ms"] <= spread["p75"] <= spread["max"]
-    assert len(result["warmup_ms"]) == WARMUP + 1  # the first step, then the warm-up steps
-    assert result["compile"] is None and result["transfers_per_step"] is None
-    assert result["cpu_fallbacks"] is None
+    assert result.error is None, result.error
+    assert result.exit_code == 0  # `.to(torch.device('cuda'))` ran: CUDA went to the CPU
+    assert result.device == "cpu" and result.device_name == "CPU"
+    assert result.steps_timed == STEPS
+    assert result.boundary == "optimizer step"
+    assert result.median_ms > 0
+    spread = result.spread_ms
+    assert spread.min <= spread.p25 <= result.median_ms <= spread.p75 <= spread.max
+    assert len(result.warmup_ms) == WARMUP + 1  # the first step, then the warm-up steps
+    assert result.compile is None and result.transfers_per_step is None
+    assert result.cpu_fallbacks is None
+    assert result.samples_per_step is None and result.throughput is None  # no DataLoader
     names = json.loads(probe.read_text())
     assert "GITHUB_TOKEN" not in names and "PYTPU_BENCHMARK" in names
 
@@ -78,16 +90,16 @@ def test_the_program_ends_once_the_steps_are_timed(tmp_path):
     result = benchmark.measure(
         _copy(tmp_path), TINY.format(steps=1_000_000), "cpu", WARMUP, STEPS, timeout=120
     )
-    assert result["error"] is None, result["error"]
-    assert result["steps_timed"] == STEPS and result["seconds"] < 60
+    assert result.error is None, result.error
+    assert result.steps_timed == STEPS and result.seconds < 60
 
 
 def test_too_few_steps_is_an_error_that_says_what_to_do(tmp_path):
     result = benchmark.measure(_copy(tmp_path), TINY.format(steps=4), "cpu", WARMUP, STEPS)
-    assert result["exit_code"] == 0
-    assert result["steps_timed"] == 0 and result["median_ms"] is None
-    assert result["spread_ms"] is None
-    assert result["error"] == (
+    assert result.exit_code == 0
+    assert result.steps_timed == 0 and result.median_ms is None
+    assert result.spread_ms is None
+    assert result.error == (
         "only 4 steps ran; the benchmark needs 2 warm-up + at least 2 timed steps (after the"
         " first step, which includes start-up): give a longer `benchmark` command"
     )
@@ -96,8 +108,8 @@ def test_too_few_steps_is_an_error_that_says_what_to_do(tmp_path):
 def test_a_program_that_stops_early_keeps_the_steps_it_timed(tmp_path):
     # 1 + 2 warm-up + 3 timed of the 5 asked for: reported, without an error.
     result = benchmark.measure(_copy(tmp_path), TINY.format(steps=6), "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["steps_timed"] == 3 and result["median_ms"] > 0
+    assert result.error is None, result.error
+    assert result.steps_timed == 3 and result.median_ms > 0
 
 
 def test_manual_updates_are_timed_at_the_end_of_backward(tmp_path):
@@ -117,9 +129,9 @@ def test_manual_updates_are_timed_at_the_end_of_backward(tmp_path):
         """,
     )
     result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["boundary"] == "backward"
-    assert result["steps_timed"] == STEPS
+    assert result.error is None, result.error
+    assert result.boundary == "backward"
+    assert result.steps_timed == STEPS
 
 
 def test_backward_ends_give_way_to_optimizer_steps(tmp_path):
@@ -142,30 +154,30 @@ def test_backward_ends_give_way_to_optimizer_steps(tmp_path):
         """,
     )
     result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["boundary"] == "optimizer step" and result["steps_timed"] == 4
+    assert result.error is None, result.error
+    assert result.boundary == "optimizer step" and result.steps_timed == 4
 
 
 def test_a_failing_program_reports_its_exit_code_and_stderr(tmp_path):
     repo = _program(tmp_path, "raise SystemExit('the data folder is missing')\n")
     result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
-    assert result["exit_code"] == 1
-    assert result["error"].startswith("`python train.py` exited with 1:")
-    assert "the data folder is missing" in result["error"]
+    assert result.exit_code == 1
+    assert result.error.startswith("`python train.py` exited with 1:")
+    assert "the data folder is missing" in result.error
 
 
 def test_a_program_that_hangs_is_stopped_at_the_timeout(tmp_path):
     # The sleeping grandchild (the shell's background job) must not hold the run open either.
     repo = _program(tmp_path, "import time\ntime.sleep(120)\n")
     result = benchmark.measure(repo, "sleep 120 & python train.py", "cpu", timeout=5)
-    assert result["seconds"] < 30
-    assert "did not finish its first 6 steps in 5 s" in result["error"]
+    assert result.seconds < 30
+    assert "did not finish its first 6 steps in 5 s" in result.error
 
 
 def test_a_command_without_python_has_no_timer(tmp_path):
     result = benchmark.measure(tmp_path, "true", "cpu")
-    assert result["exit_code"] == 0 and result["steps_timed"] == 0
-    assert "ran without the step timer" in result["error"]
+    assert result.exit_code == 0 and result.steps_timed == 0
+    assert "ran without the step timer" in result.error
 
 
 def test_the_environment_s_own_sitecustomize_still_runs(tmp_path, monkeypatch):
@@ -175,43 +187,69 @@ def test_the_environment_s_own_sitecustomize_still_runs(tmp_path, monkeypatch):
     (own / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     monkeypatch.setenv("PYTHONPATH", str(own))
     result = benchmark.measure(_copy(tmp_path), TINY.format(steps=12), "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
+    assert result.error is None, result.error
     assert marker.exists()
+
+
+def test_throughput_counts_the_dataloader_s_batches(tmp_path):
+    repo = _program(
+        tmp_path,
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        data = TensorDataset(torch.randn(96, 3), torch.randn(96, 1))
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in DataLoader(data, batch_size=6):
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+    )
+    result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS, timeout=120)
+    assert result.error is None, result.error
+    assert result.samples_per_step == 6 and result.devices == 1
+    per_second = 6 / (result.median_ms / 1000)
+    assert result.throughput.samples_per_second == pytest.approx(per_second, abs=0.1)
+    assert result.throughput.per_device == result.throughput.samples_per_second
 
 
 # --- the migrated program on XLA ---------------------------------------------------------------
 
 
 def test_xla_side_times_the_migrated_program_with_xla_evidence(on_xla):
-    assert on_xla["error"] is None, on_xla["error"]
-    assert on_xla["exit_code"] == 0
-    assert on_xla["device"] == "xla" and on_xla["device_name"] == "XLA:CPU"
-    assert on_xla["steps_timed"] == STEPS and on_xla["median_ms"] > 0
-    assert on_xla["boundary"] == "optimizer step"
-    assert on_xla["compile"]["graphs"] >= 1 and on_xla["compile"]["seconds"] > 0
-    assert on_xla["compile"]["after_warmup"] == 0  # the steady state compiles nothing
+    assert on_xla.error is None, on_xla.error
+    assert on_xla.exit_code == 0
+    assert on_xla.device == "xla" and on_xla.device_name == "XLA:CPU"
+    assert on_xla.steps_timed == STEPS and on_xla.median_ms > 0
+    assert on_xla.boundary == "optimizer step"
+    assert on_xla.compile.graphs >= 1 and on_xla.compile.seconds > 0
+    assert on_xla.compile.after_warmup == 0  # the steady state compiles nothing
     # The program prints loss.item() every step: one read of the device per step, and that read
     # is a transfer, not a CPU fallback.
-    assert on_xla["transfers_per_step"] == 1.0
-    assert on_xla["cpu_fallbacks"] == {}
+    assert on_xla.transfers_per_step == 1.0
+    assert on_xla.cpu_fallbacks == {}
 
 
 def test_compare_gives_the_speedup_of_the_median_step(on_xla, tmp_path):
     baseline = benchmark.measure(
         _copy(tmp_path), TINY.format(steps=12), "cpu", WARMUP, STEPS, timeout=120
     )
-    compared = benchmark.compare("python train.py", baseline, on_xla, WARMUP, STEPS)
-    assert compared["error"] is None
-    assert compared["method"] == benchmark.METHOD and compared["steps"] == STEPS
-    assert compared["speedup"] == pytest.approx(baseline["median_ms"] / on_xla["median_ms"], 1e-2)
+    compared = benchmark.compare("python train.py", [baseline], [on_xla], WARMUP, STEPS)
+    assert compared.error is None
+    assert compared.method == benchmark.METHOD and compared.steps == STEPS
+    assert compared.speedup == pytest.approx(baseline.median_ms / on_xla.median_ms, 1e-2)
 
 
 def test_compare_without_a_median_has_no_speedup_and_names_the_side(on_xla):
-    failed = {**on_xla, "device": "cpu", "device_name": "CPU", "median_ms": None,
-              "error": "only 1 steps ran"}  # fmt: skip
-    compared = benchmark.compare("python train.py", failed, on_xla, WARMUP, STEPS)
-    assert compared["speedup"] is None
-    assert compared["error"] == "baseline (CPU): only 1 steps ran"
+    failed = msgspec.structs.replace(
+        on_xla, device="cpu", device_name="CPU", median_ms=None, error="only 1 steps ran"
+    )
+    compared = benchmark.compare("python train.py", [failed], [on_xla], WARMUP, STEPS)
+    assert compared.speedup is None
+    assert compared.error == "baseline (CPU): only 1 steps ran"
 
 
 def test_a_training_step_that_changes_shape_recompiles_after_warm_up(tmp_path):
@@ -234,10 +272,10 @@ def test_a_training_step_that_changes_shape_recompiles_after_warm_up(tmp_path):
         """,
     )
     result = benchmark.measure(repo, "python train.py", "xla", WARMUP, STEPS, timeout=300)
-    assert result["error"] is None, result["error"]
+    assert result.error is None, result.error
     # Every step compiled: timing stops after the fewest timed steps, with a graph for each.
-    assert result["steps_timed"] == benchmark.MIN_TIMED
-    assert result["compile"]["after_warmup"] >= benchmark.MIN_TIMED
+    assert result.steps_timed == benchmark.MIN_TIMED
+    assert result.compile.after_warmup >= benchmark.MIN_TIMED
 
 
 def test_graphs_compiled_once_after_warm_up_are_a_steady_state():
@@ -274,10 +312,10 @@ def test_manual_updates_on_xla_reach_a_steady_state(tmp_path):
         """,
     )
     result = benchmark.measure(repo, "python train.py", "xla", WARMUP, STEPS, timeout=300)
-    assert result["error"] is None, result["error"]
-    assert result["boundary"] == "backward" and result["steps_timed"] == STEPS
-    assert result["compile"]["graphs"] >= 1 and result["compile"]["after_warmup"] == 0
-    assert result["transfers_per_step"] == 0
+    assert result.error is None, result.error
+    assert result.boundary == "backward" and result.steps_timed == STEPS
+    assert result.compile.graphs >= 1 and result.compile.after_warmup == 0
+    assert result.transfers_per_step == 0
 
 
 def test_a_program_that_stays_on_the_cpu_is_not_an_xla_measurement(tmp_path):
@@ -285,9 +323,9 @@ def test_a_program_that_stays_on_the_cpu_is_not_an_xla_measurement(tmp_path):
     result = benchmark.measure(
         _copy(tmp_path), "python train.py --steps 12", "xla", WARMUP, STEPS, timeout=300
     )
-    assert result["steps_timed"] == STEPS
-    assert result["compile"]["graphs"] == 0
-    assert result["error"] == (
+    assert result.steps_timed == STEPS
+    assert result.compile.graphs == 0
+    assert result.error == (
         "the program compiled no graph for the XLA device: its steps did not run there"
     )
 
@@ -295,9 +333,9 @@ def test_a_program_that_stays_on_the_cpu_is_not_an_xla_measurement(tmp_path):
 def test_a_much_slower_target_keeps_a_nonzero_speedup():
     # The report's schema requires a positive speedup: x0.0002 must not round to 0.
     compared = benchmark.compare(
-        "python train.py", {"median_ms": 1.0}, {"median_ms": 5000.0}, warmup=3, steps=10
+        "python train.py", [_side(1.0)], [_side(5000.0)], warmup=3, steps=10
     )
-    assert compared["speedup"] == 0.0002
+    assert compared.speedup == 0.0002
 
 
 def test_one_backward_pass_is_one_boundary_when_cuda_is_mapped(tmp_path):
@@ -322,9 +360,9 @@ def test_one_backward_pass_is_one_boundary_when_cuda_is_mapped(tmp_path):
         """,
     )
     result = benchmark.measure(repo, "python train.py", "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["boundary"] == "backward"
-    assert result["spread_ms"]["min"] >= 15  # every timed step includes its 20 ms sleep
+    assert result.error is None, result.error
+    assert result.boundary == "backward"
+    assert result.spread_ms.min >= 15  # every timed step includes its 20 ms sleep
 
 
 def test_each_run_starts_from_the_checkout_not_from_an_earlier_run_s_files(tmp_path):
@@ -348,7 +386,8 @@ def test_each_run_starts_from_the_checkout_not_from_an_earlier_run_s_files(tmp_p
     (repo / "results").mkdir()  # what the tests' run wrote
     sides = ((repo, "cpu"), (repo, "cpu"))
     section = benchmark.run(
-        sides, "python train.py", WARMUP, STEPS, 300, checkouts={repo: checkout}
+        sides, "python train.py", WARMUP, STEPS, 300, checkouts={repo: checkout}, rounds=2
     )
+    assert len(section.rounds) == 2  # the second round, too, started from the files
     for side in ("baseline", "target"):
-        assert section[side]["error"] is None, section[side]["error"]
+        assert getattr(section, side).error is None, getattr(section, side).error

@@ -26,9 +26,6 @@ TEMPLATES = Path(__file__).with_name("templates")
 ENTRY = "report.md.j2"
 COLLAPSE_AFTER = 10  # tables with more rows than this go inside <details>
 NOTHING_ON_XLA = "n/a — nothing ran on the XLA device"  # the speedup when XLA compiled no graph
-# A side whose third quartile of step times is this many times its first was measured on a busy
-# machine (an idle one gives 1.0 to 1.2): its median, and the speedup, are uncertain.
-NOISY_SPREAD = 1.5
 
 
 @cache
@@ -70,6 +67,8 @@ def verdict_line(document: dict) -> str:
         parts = ["no tests"]
     if verdict["speedup"] is not None:
         parts.append(f"speedup x{speedup_text(verdict['speedup'])}")
+    elif document["benchmark"].get("refused") and not document["benchmark"]["error"]:
+        parts.append("no trustworthy speedup")
     elif document["benchmark"].get("nothing_on_xla"):
         parts.append(f"speedup {NOTHING_ON_XLA}")
     elif document["benchmark"]["error"]:
@@ -140,9 +139,7 @@ def _environment(overrides: Path | None) -> jinja2.Environment:
     )
     env.filters.update(cell=cell, code=code, number=number, duration=duration, plural=plural)
     env.filters.update(first_line=first_line, short_device=short_device, speedup=speedup_text)
-    env.globals.update(
-        collapse_after=COLLAPSE_AFTER, nothing_on_xla=NOTHING_ON_XLA, NOISY_SPREAD=NOISY_SPREAD
-    )
+    env.globals.update(collapse_after=COLLAPSE_AFTER, nothing_on_xla=NOTHING_ON_XLA)
     return env
 
 

@@ -2,39 +2,31 @@
 encoded (`msgspec.to_builtins`) and `report.schema.json` is generated (`schema.py`).
 
 What the schema says of a value (at least one character, a count, a rule code) is said once, by
-the annotated types below; a section's docstring and its fields' descriptions become the
-schema's descriptions. A key the document may leave out is typed `X | UnsetType` (written only
-when set); every other key is always written, `null` included.
+the value types of `engine/fields.py`; a section's docstring and its fields' descriptions become
+the schema's descriptions. The benchmark's models are verification's own (`verify/measured.py`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
-import msgspec
-from msgspec import UNSET, Meta, Struct, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
-Text = Annotated[str, Meta(min_length=1)]
-Sha = Annotated[str, Meta(pattern="^[0-9a-f]{4,64}$")]
-Code = Annotated[str, Meta(pattern="^PYTPU[0-9]{3}$")]
-Count = Annotated[int, Meta(ge=0)]
-Seconds = Annotated[float, Meta(ge=0)]
-Milliseconds = Annotated[float, Meta(ge=0)]
-Speedup = Annotated[float, Meta(gt=0)]
-Outcome = Literal["passed", "failed", "error", "skipped", "missing"]
-Device = Literal["cpu", "cuda", "xla", "tpu"]
-T = TypeVar("T")
-NonEmpty = Annotated[list[T], Meta(min_length=1)]
-
-
-def described(kind: object, text: str) -> object:
-    """`kind` with a description in the schema."""
-    return Annotated[kind, Meta(description=text)]
-
-
-class Model(Struct, kw_only=True, forbid_unknown_fields=True):
-    """A part of the report document (no other keys)."""
-
+from pytpu.engine.fields import (  # noqa: F401 (the report's value types, said once)
+    Code,
+    Count,
+    Device,
+    Milliseconds,
+    Model,
+    NonEmpty,
+    Outcome,
+    Seconds,
+    Sha,
+    Speedup,
+    Text,
+    described,
+)
+from pytpu.engine.verify.measured import CommandChange, OnDevice, StepBenchmark  # noqa: F401
 
 # --- the run and its repository -----------------------------------------------------------------
 
@@ -175,25 +167,6 @@ class Parity(Model):
     commands: SideCommands
 
 
-class CommandChange(Model):
-    action: Literal["drop", "set", "add"]
-    option: Text
-    written: described(Text, "The option as the command gave it: `--gpu -1`.")
-    value: str | None
-    said: described(Text, "The change in words: without `--no-cuda`.")
-
-
-class OnDevice(Model):
-    """The commands the two sides ran when they differ from the given one: what was changed to
-    run it with the accelerator on."""
-
-    command: described(Text, "What the XLA side ran.")
-    before: described(
-        Text, "What the CPU side ran: the same changes, its accelerator path on the CPU."
-    )
-    changes: Annotated[list[CommandChange], Meta(min_length=1)]
-
-
 class ProgramRow(Model, kw_only=True):
     """A program: its command, where it was found, whether it was recorded (or why not) and
     timed (or why not)."""
@@ -219,79 +192,10 @@ class ProgramRow(Model, kw_only=True):
 # --- the benchmark ------------------------------------------------------------------------------
 
 
-class Spread(Model):
-    p25: Milliseconds
-    p75: Milliseconds
-    min: Milliseconds
-    max: Milliseconds
-
-
-class Compile(Model, kw_only=True):
-    graphs: Count
-    seconds: Seconds
-    after_warmup: Count
-    settled: described(
-        bool | UnsetType,
-        "the later half of the timed steps compiled nothing (compilations after warm-up, if"
-        " any, were graphs compiled once)",
-    ) = UNSET
-
-
-class Side(Model, kw_only=True):
-    """One side of the benchmark: the program before (baseline) or after (target)."""
-
-    device: Device
-    device_name: Text
-    steps_ran: Count | UnsetType = UNSET
-    steps_timed: Count
-    median_ms: Milliseconds | None
-    spread_ms: Spread | None
-    warmup_ms: list[Milliseconds]
-    boundary: Text
-    compile: Compile | None
-    transfers_per_step: Annotated[float, Meta(ge=0)] | None
-    cpu_fallbacks: described(dict[str, Count] | None, "aten op -> calls that fell back to the CPU.")
-    exit_code: int
-    seconds: Seconds
-    error: Annotated[str, Meta(min_length=1)] | None
-
-
-class RaisedSetting(Model, kw_only=True):
-    option: Text
-    was: Count = msgspec.field(name="from")
-    to: Count
-
-
-class Lengthened(Model, kw_only=True):
-    """When the command that ran is the given one made longer: the given command, the steps it
-    ran, each switch that cut the run short left out, and each step or epoch setting raised."""
-
-    given: Text = msgspec.field(name="from")
-    steps_ran: Count
-    settings: list[RaisedSetting]
-    dropped: list[Text]
-
-
-class Benchmark(Model, kw_only=True):
+class Benchmark(StepBenchmark, kw_only=True):
     """A program's training step timed on both sides."""
 
-    command: Annotated[str, Meta(min_length=1)] | None
     program: described(Text | UnsetType, "The program whose training step it times.") = UNSET
-    not_run: described(
-        Text | UnsetType, "Why no benchmark ran (no program takes a training step)."
-    ) = UNSET
-    method: Text
-    warmup: Count
-    steps: Count
-    baseline: Side | None
-    target: Side | None
-    speedup: Speedup | None
-    error: Annotated[str, Meta(min_length=1)] | None
-    on_xla: described(
-        OnDevice | None | UnsetType,
-        "The commands the two sides ran when they differ from `command` (null: `command` as"
-        " given).",
-    ) = UNSET
     nothing_on_xla: described(
         bool | UnsetType,
         "Written by the report: the XLA side ran its steps but compiled no graph (the program"
@@ -302,7 +206,6 @@ class Benchmark(Model, kw_only=True):
         "Written by the report: the migrated side ran on a CPU stand-in for its device"
         " (TorchTPU without a TPU), so no speedup is claimed.",
     ) = UNSET
-    lengthened: Lengthened | None | UnsetType = UNSET
 
 
 # --- the changes and what to review -------------------------------------------------------------

@@ -168,7 +168,7 @@ def programs(stages: Stages) -> list[model.ProgramRow]:
     """Each program: how it was found, whether it was recorded (or why not), and whether its
     training step was timed (or why not)."""
     generated, benchmarks = stages.tests.generated, stages.benchmark
-    timed = {run.program for run in benchmarks.runs if not run.section.get("not_run")}
+    timed = {run.program for run in benchmarks.runs if not run.section.not_run}
     not_timed = dict(benchmarks.not_run)
     rows = []
     for p in generated.programs:
@@ -219,30 +219,15 @@ def parity_table(
 # --- the benchmark ------------------------------------------------------------------------------
 
 
-def nothing_on_xla(section: dict[str, Any]) -> bool:
-    """The XLA side of a benchmark section ran its steps but compiled no graph: the program placed
-    nothing on the device, so both sides timed the host."""
-    measured = section["target"]
-    return bool(
-        measured
-        and measured["device"] == "xla"
-        and measured["steps_ran"]
-        and not measured["compile"]["graphs"]
-    )
-
-
 def benchmark(run: BenchmarkRun) -> model.Benchmark:
     """A program's benchmark section with the speedup the verdict counts, and whether nothing
     ran on XLA."""
-    return msgspec.convert(
-        {
-            **run.section,
-            "program": run.program,
-            "speedup": run.speedup,
-            "nothing_on_xla": run.nothing_on_xla,
-            "on_stand_in": run.on_stand_in,
-        },
-        model.Benchmark,
+    measured = {field: getattr(run.section, field) for field in run.section.__struct_fields__}
+    return model.Benchmark(
+        **{**measured, "speedup": run.measured_speedup},
+        program=run.program,
+        nothing_on_xla=run.nothing_on_xla,
+        on_stand_in=run.on_stand_in,
     )
 
 

@@ -20,20 +20,26 @@ reads it.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
+import os
 import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from pytpu.engine import processes
 from pytpu.engine.testgen import accelerator, discover, invocation, workspace
+from pytpu.engine.verify import measured, speedup_estimate
+from pytpu.engine.verify.measured import Side, StepBenchmark
 from pytpu.runtime import launch
 
 DEVICES = ("cpu", "cuda", *processes.ACCELERATORS)
 MIN_TIMED = 2  # a median and a spread need at least two steps
+ROUNDS = 5  # each side's runs, alternating (five give a 94% interval for the median ratio)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # set alike on both sides
 LENGTHENINGS = 2  # longer commands tried after one that ran too few steps
 LIMIT_SHARE = 0.8  # of the time limit, the most a longer command is planned to take
 # Steps planned beyond those needed: settings rarely count steps exactly (`range(1, n)`,
@@ -52,15 +58,20 @@ METHOD = (
     "Each side runs the benchmark command with a timer inside it; a training step ends at each "
     "optimizer step (or backward pass, when parameters are updated by hand), where the migrated "
     "side first waits for its device (torch_xla.sync(wait=True) on XLA, torch.tpu.synchronize() "
-    "on TorchTPU). After the first step and the "
-    "warm-up steps, the timed steps give the median step time and its spread; XLA's compile time, "
+    "on TorchTPU). After the first step and the warm-up steps, the timed steps give each run's "
+    "median step time. The sides run in alternating rounds (before, after, before, after...) with "
+    "the same thread settings, so that each round's ratio (the median step before over the median "
+    "step after) compares them under the same load; the speedup is the median of the rounds' "
+    "ratios, with an order-statistic confidence interval for it. Before each round PyTPU runs "
+    "nothing for a second and measures how much CPU other processes use; no figure is claimed "
+    "when they kept the machine busy or when the interval is too wide. XLA's compile time, "
     "compilations after warm-up, device-to-host transfers and CPU fallbacks are reported apart."
 )
 
 
 def measure(
     root: Path, command: str, device: str, warmup: int = 3, steps: int = 10, timeout: float = 600
-) -> dict[str, Any]:
+) -> Side:
     """Run `command` in `root` with the step timer on `device` and summarise its steps."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: use one of {', '.join(DEVICES)}")
@@ -75,20 +86,27 @@ def measure(
             device if device in processes.ACCELERATORS else "cpu",
             processes.TIMER_ENV, settings, device == "cpu",
         )  # fmt: skip
+        env.update(thread_settings(env))
         done = processes.run(command, root, env, timeout)
         record = _first_process(Path(out))
-    result = _summary(record, device)
-    if device == "xla" and result["device_name"] is None:  # the program never synced on XLA
-        result["device_name"] = f"XLA:{env['PJRT_DEVICE'].split('_')[0]}"
-    elif device == "tpu" and result["device_name"] is None:  # no step was timed
-        result["device_name"] = "TPU stand-in (CPU)" if processes.STAND_IN.get() else "TPU"
-    result.update(exit_code=done.returncode, seconds=round(done.seconds, 3))
-    if done.timed_out and not (record and record["complete"]):
-        result["error"] = _timeout_error(record, result, command, warmup, timeout)
+    if device == "xla":  # (named so even when the program never synced on XLA)
+        fallback_name = f"XLA:{env['PJRT_DEVICE'].split('_')[0]}"
+    else:  # (no step was timed on TorchTPU)
+        fallback_name = "TPU stand-in (CPU)" if processes.STAND_IN.get() else "TPU"
+    result = _summary(record, device, fallback_name, done.returncode, done.seconds)
+    if done.timed_out and not (record and record.complete):
+        result.error = _timeout_error(record, result, command, warmup, timeout)
     else:
         output = done.stderr or done.stdout
-        result["error"] = _error(record, result, command, warmup, done.returncode, output)
+        result.error = _error(record, result, command, warmup, done.returncode, output)
     return result
+
+
+def thread_settings(env: dict[str, str]) -> dict[str, str]:
+    """The same CPU thread counts for both sides: the user's own (in `env`), else one thread per
+    core PyTPU may use (torch's default, written out so that neither side differs)."""
+    cores = str(speedup_estimate.cores())
+    return {name: env.get(name) or cores for name in THREAD_VARIABLES}
 
 
 def run(
@@ -99,7 +117,8 @@ def run(
     timeout: float = 600,
     lengthen: bool = True,
     checkouts: dict[Path, set[str]] | None = None,
-) -> dict[str, Any]:
+    rounds: int = ROUNDS,
+) -> StepBenchmark:
     """`command` timed on the baseline's (root, device), then on the target's, compared.
 
     Every run starts from each root's files as `checkouts` lists them (`workspace.snapshot`;
@@ -110,28 +129,42 @@ def run(
     baseline's program, as the generated suite's program tests do). With `lengthen`, a command
     that runs too few steps is made longer (`longer`), at most LENGTHENINGS times, and both sides
     run the longer one; the section names the command that ran, and what was raised from the
-    given one."""
+    given one.
+
+    The first round settles the command; `rounds` - 1 more rounds follow, each side in turn,
+    while both sides' runs succeed (`compare` turns the rounds into the speedup)."""
     tried = _Lengthening(command)
     if checkouts is None:
         checkouts = {root: workspace.snapshot(root) for root, _ in sides}
+    target = sides[1][1]
     while True:
-        results: list[dict[str, Any]] = []
-        plan: Longer | str | None = None
-        target = sides[1][1]
         on_device = {d: accelerator.on_device(sides[0][0], command, d) for d in ("cpu", target)}
-        for root, device in sides:
+        commands = [on_device[device].command for _, device in sides]
+        others = [speedup_estimate.others_share()]
+        results: list[Side] = []
+        plan: Longer | str | None = None
+        for (root, device), side_command in zip(sides, commands, strict=True):
             workspace.remove_created(root, checkouts[root])
-            results.append(measure(root, on_device[device].command, device, warmup, steps, timeout))
+            results.append(measure(root, side_command, device, warmup, steps, timeout))
             if lengthen and _too_short(results[-1], steps):
                 plan = tried.plan(root, command, results[-1], warmup, steps, timeout)
                 if isinstance(plan, Longer):
                     break  # the other side runs the longer command
-                if not results[-1]["steps_timed"]:  # (some timed steps: the figures stand)
-                    results[-1]["error"] = _too_few(results[-1]["steps_ran"], warmup, plan)
+                if not results[-1].steps_timed:  # (some timed steps: the figures stand)
+                    results[-1].error = _too_few(results[-1].steps_ran, warmup, plan)
         if not isinstance(plan, Longer):
-            section = compare(command, *results, warmup, steps, lengthened=tried.summary())
-            return {**section, "on_xla": accelerator.section(on_device["cpu"], on_device[target])}
+            break
         command = plan.command
+    runs = [[result] for result in results]
+    while len(runs[0]) < rounds and all(r[-1].median_ms and not r[-1].error for r in runs):
+        others.append(speedup_estimate.others_share())
+        for (root, device), side_command, side_runs in zip(sides, commands, runs, strict=True):
+            workspace.remove_created(root, checkouts[root])
+            side_runs.append(measure(root, side_command, device, warmup, steps, timeout))
+    section = compare(command, *runs, warmup, steps, lengthened=tried.summary(), others=others)
+    on_xla = accelerator.section(on_device["cpu"], on_device[target])
+    section.on_xla = msgspec.convert(on_xla, measured.OnDevice | None)
+    return section
 
 
 class _Lengthening:
@@ -149,13 +182,13 @@ class _Lengthening:
         self,
         root: Path,
         command: str,
-        result: dict[str, Any],
+        result: Side,
         warmup: int,
         steps: int,
         timeout: float,
     ) -> Longer | str:
         """A longer command than `command`, which ran too few steps (`result`); else why not."""
-        ran = result["steps_ran"]
+        ran = result.steps_ran
         # (leaving out `--dry-run` may give no more steps when the command also runs one epoch:
         # raising the epochs comes next)
         if self.ran and ran <= self.ran[-1] and not self.dropped_last:
@@ -171,13 +204,16 @@ class _Lengthening:
             self.dropped.extend(plan.dropped)
         return plan
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> measured.Lengthened | None:
         """The report's `lengthened`: the given command, the steps it ran, what was raised."""
         if not self.raised and not self.dropped:
             return None
-        settings = [{"option": o, "from": a, "to": b} for o, (a, b) in self.raised.items()]
-        given, ran = self.given, self.ran[0]
-        return {"from": given, "steps_ran": ran, "settings": settings, "dropped": self.dropped}
+        settings = [
+            measured.RaisedSetting(option=o, was=a, to=b) for o, (a, b) in self.raised.items()
+        ]
+        return measured.Lengthened(
+            given=self.given, steps_ran=self.ran[0], settings=settings, dropped=self.dropped
+        )
 
     def _described(self) -> str:
         left_out = [f"leaving out {switch}" for switch in self.dropped]
@@ -208,7 +244,7 @@ class Longer:
 
 
 def longer(
-    root: Path, command: str, result: dict[str, Any], warmup: int, steps: int, timeout: float
+    root: Path, command: str, result: Side, warmup: int, steps: int, timeout: float
 ) -> Longer | str:
     """`command`, which ran too few steps (`result`), with the program's step or epoch settings
     raised in proportion to the steps the benchmark needs, within the time limit; else why not.
@@ -231,10 +267,10 @@ def longer(
         return (
             f"PyTPU found no step or epoch setting in {call.entry} to raise ({LOOKED_FOR}); {ASK}"
         )
-    ran, least = result["steps_ran"], 1 + warmup + MIN_TIMED
-    later = result["warmup_ms"][1:] or result["warmup_ms"]  # the first step includes start-up
+    ran, least = result.steps_ran, 1 + warmup + MIN_TIMED
+    later = result.warmup_ms[1:] or result.warmup_ms  # the first step includes start-up
     step_seconds = max(statistics.median(later) / 1000, 1e-3)
-    fits = ran + int((LIMIT_SHARE * timeout - result["seconds"]) / step_seconds)
+    fits = ran + int((LIMIT_SHARE * timeout - result.seconds) / step_seconds)
     planned = min(math.ceil((1 + warmup + steps) * MARGIN), fits)
     if planned < least:
         return (
@@ -251,119 +287,224 @@ def longer(
     return Longer(invocation.changed(root, command, changes), changes)
 
 
-def _too_short(result: dict[str, Any], steps: int) -> bool:
+def _too_short(result: Side, steps: int) -> bool:
     """The program ended by itself after some steps, too few to time any, or all it ran were
     timed and still fewer than `steps` (not a timing stopped early for recompilations: the
     program ran on after that)."""
-    if result["exit_code"] != 0 or not result["steps_ran"]:
+    if result.exit_code != 0 or not result.steps_ran:
         return False
-    timed = result["steps_timed"]
-    return not timed or (timed < steps and result["steps_ran"] <= len(result["warmup_ms"]) + timed)
+    timed = result.steps_timed
+    return not timed or (timed < steps and result.steps_ran <= len(result.warmup_ms) + timed)
 
 
 def compare(
     command: str,
-    baseline: dict[str, Any],
-    target: dict[str, Any],
+    baseline: list[Side],
+    target: list[Side],
     warmup: int,
     steps: int,
-    lengthened: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Both sides, and the speedup: the baseline's median step over the target's. `lengthened`:
-    the command given, its steps and the settings raised when `command` is a longer one."""
-    speedup = None
-    if baseline.get("median_ms") and target.get("median_ms"):
-        # Three significant digits: a slow target (x0.0042) must not round to zero.
-        speedup = float(f"{baseline['median_ms'] / target['median_ms']:.3g}")
-    problems = [
-        f"{side} ({result.get('device_name') or result.get('device')}): {result['error']}"
-        for side, result in (("baseline", baseline), ("target", target))
-        if result.get("error")
+    lengthened: measured.Lengthened | None = None,
+    others: list[float | None] | None = None,
+) -> StepBenchmark:
+    """Both sides over their rounds (`measure`'s results, in the order they ran), and the
+    speedup: the median of the rounds' ratios, the baseline's median step over the target's.
+    `lengthened`: the command given, its steps and the settings raised when `command` is a
+    longer one; `others`: the CPU cores other processes used before each round."""
+    others = others or [None] * len(baseline)
+    rounds = [
+        measured.Round(
+            baseline_ms=b.median_ms,
+            target_ms=t.median_ms,
+            ratio=float(f"{b.median_ms / t.median_ms:.3g}"),
+            others_cores=share,
+        )
+        for b, t, share in zip(baseline, target, others, strict=False)
+        if b.median_ms and t.median_ms and not b.error and not t.error
     ]
-    return {
-        "command": command,
-        "method": METHOD,
-        "warmup": warmup,
-        "steps": steps,
-        "baseline": baseline,
-        "target": target,
-        "speedup": speedup,
-        "error": "\n".join(problems) or None,
-        "lengthened": lengthened,
-    }
+    cores = speedup_estimate.cores()
+    estimate = speedup_estimate.estimate(
+        [r.ratio for r in rounds], [r.others_cores for r in rounds], cores
+    )
+    problems = [
+        f"{side} ({result.device_name}){f' in round {n}' if n > 1 else ''}: {result.error}"
+        for side, results in (("baseline", baseline), ("target", target))
+        for n, result in enumerate(results, 1)
+        if result.error
+    ]
+    interval = estimate.interval
+    return StepBenchmark(
+        command=command,
+        method=METHOD,
+        warmup=warmup,
+        steps=steps,
+        baseline=_pooled(baseline),
+        target=_pooled(target),
+        speedup=estimate.speedup,
+        interval=interval and measured.Interval(**dataclasses.asdict(interval)),
+        refused=estimate.refused,
+        rounds=rounds,
+        machine=measured.BenchmarkMachine(cores=cores, threads=thread_settings(dict(os.environ))),
+        error="\n".join(problems) or None,
+        lengthened=lengthened,
+    )
 
 
-def skipped(command: str, reason: str, warmup: int, steps: int) -> dict[str, Any]:
+def _pooled(results: list[Side]) -> Side | None:
+    """One side over its rounds: the first run's account (warm-up, compilation, evidence) with
+    the median, spread and throughput of every round's timed steps."""
+    if not results:
+        return None
+    first, timed = results[0], [ms for result in results for ms in result.step_ms]
+    if len(results) == 1 or len(timed) < MIN_TIMED:
+        return first
+    median, spread = _median_spread(timed)
+    return msgspec.structs.replace(
+        first,
+        steps_timed=len(timed),
+        median_ms=median,
+        spread_ms=spread,
+        step_ms=timed,
+        throughput=_throughput(first.samples_per_step, median, first.devices),
+        seconds=round(sum(result.seconds for result in results), 3),
+        runs=len(results),
+    )
+
+
+def nothing_on_xla(section: StepBenchmark) -> bool:
+    """The XLA side ran its steps but compiled no graph: the program placed nothing on the
+    device, so both sides timed the host."""
+    measured_side = section.target
+    return bool(
+        measured_side
+        and measured_side.device == "xla"
+        and measured_side.steps_ran
+        and not measured_side.compile.graphs
+    )
+
+
+def skipped(command: str, reason: str, warmup: int, steps: int) -> StepBenchmark:
     """The section of a benchmark that was not run, and why."""
-    section = compare(command, {}, {}, warmup, steps)
-    return {**section, "baseline": None, "target": None, "not_run": reason}
+    return msgspec.structs.replace(compare(command, [], [], warmup, steps), not_run=reason)
 
 
 # --- the timer's records -------------------------------------------------------------------------
 
 
-def _first_process(out: Path) -> dict[str, Any] | None:
+class Evidence(msgspec.Struct):
+    """XLA's counters at a step boundary (`pytpu.runtime.timer.xla_evidence`)."""
+
+    graphs: int
+    compile_seconds: float
+    transfers: int
+    fallbacks: dict[str, int]
+
+
+class TimerRecord(msgspec.Struct):
+    """What the step timer wrote of one process (`pytpu.runtime.timer.StepTimer.write`)."""
+
+    pid: int
+    rank: int
+    complete: bool
+    boundary: str | None
+    steps_ran: int
+    warmup_ms: list[float]
+    step_ms: list[float]
+    device_name: str | None = None
+    evidence_start: Evidence | None = None
+    evidence: Evidence | None = None
+    graphs_at_boundaries: list[int] = msgspec.field(default_factory=list)
+    samples: list[int | None] = msgspec.field(default_factory=list)
+    devices: int = 1
+
+
+def _first_process(out: Path) -> TimerRecord | None:
     """The timer's record of the first rank, or of the process that ran the most steps."""
     records = []
     for path in out.glob("timer-*.json"):
         try:
-            records.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
+            records.append(msgspec.json.decode(path.read_bytes(), type=TimerRecord))
+        except (OSError, msgspec.DecodeError):
             continue
     if not records:
         return None
-    return min(records, key=lambda r: (-len(r["step_ms"]), -r["steps_ran"], r["rank"], r["pid"]))
+    return min(records, key=lambda r: (-len(r.step_ms), -r.steps_ran, r.rank, r.pid))
 
 
 # --- the summary ------------------------------------------------------------------------------
 
 
-def _summary(record: dict[str, Any] | None, device: str) -> dict[str, Any]:
-    record = record or {"boundary": None, "warmup_ms": [], "step_ms": [], "steps_ran": 0}
-    timed = record["step_ms"] if len(record["step_ms"]) >= MIN_TIMED else []
-    median = spread = None
-    if timed:
-        p25, _, p75 = statistics.quantiles(timed, n=4, method="inclusive")
-        median = _ms(statistics.median(timed))
-        spread = {"p25": _ms(p25), "p75": _ms(p75), "min": _ms(min(timed)), "max": _ms(max(timed))}
-    result = {
-        "device": device,
-        "device_name": (
-            record.get("device_name") if device in processes.ACCELERATORS else _host_name(device)
-        ),
-        "steps_ran": record["steps_ran"],
-        "steps_timed": len(timed),
-        "median_ms": median,
-        "spread_ms": spread,
-        "warmup_ms": [_ms(ms) for ms in record["warmup_ms"]],
-        "boundary": record["boundary"] or "none",
-        "compile": None,
-        "transfers_per_step": None,
-        "cpu_fallbacks": None,
-    }
+def _summary(
+    record: TimerRecord | None, device: str, fallback_name: str, exit_code: int, seconds: float
+) -> Side:
+    """One run's side: its timed steps' median and spread, throughput and XLA's evidence."""
+    record = record or TimerRecord(0, 0, False, None, 0, [], [])
+    timed = record.step_ms if len(record.step_ms) >= MIN_TIMED else []
+    median, spread = _median_spread(timed) if timed else (None, None)
+    samples = record.samples[: len(timed)]
+    per_step = (
+        int(statistics.median(samples)) if samples and None not in samples else None
+    )  # (a batch size the loader reported for every timed step)
+    named = record.device_name if device in processes.ACCELERATORS else _host_name(device)
+    result = Side(
+        device=device,
+        device_name=named or fallback_name,
+        steps_ran=record.steps_ran,
+        steps_timed=len(timed),
+        median_ms=median,
+        spread_ms=spread,
+        warmup_ms=[_ms(ms) for ms in record.warmup_ms],
+        boundary=record.boundary or "none",
+        compile=None,
+        transfers_per_step=None,
+        cpu_fallbacks=None,
+        exit_code=exit_code,
+        seconds=round(seconds, 3),
+        error=None,
+        step_ms=[_ms(ms) for ms in timed],
+        devices=record.devices,
+        samples_per_step=per_step,
+        throughput=_throughput(per_step, median, record.devices),
+    )
     if device == "xla":
-        result.update(_xla_summary(record, len(timed)))
+        _add_xla_evidence(result, record, len(timed))
     return result
 
 
-def _xla_summary(record: dict[str, Any], timed: int) -> dict[str, Any]:
-    end, start = record.get("evidence"), record.get("evidence_start")
+def _add_xla_evidence(result: Side, record: TimerRecord, timed: int) -> None:
+    end, start = record.evidence, record.evidence_start
     if end is None:
-        empty = {"graphs": 0, "seconds": 0.0, "after_warmup": 0, "settled": True}
-        return {"compile": empty, "cpu_fallbacks": {}}
+        result.compile = measured.Compile(graphs=0, seconds=0.0, after_warmup=0, settled=True)
+        result.cpu_fallbacks = {}
+        return
     # Without timed steps there is nothing after warm-up to count.
-    after = end["graphs"] - start["graphs"] if start and timed else 0
-    transfers = (end["transfers"] - start["transfers"]) / timed if start and timed else None
-    return {
-        "compile": {
-            "graphs": end["graphs"],
-            "seconds": round(end["compile_seconds"], 3),
-            "after_warmup": after,
-            "settled": _settled(record.get("graphs_at_boundaries") or [], timed, after),
-        },
-        "transfers_per_step": round(transfers, 3) if transfers is not None else None,
-        "cpu_fallbacks": dict(sorted(end["fallbacks"].items())),
-    }
+    after = end.graphs - start.graphs if start and timed else 0
+    transfers = (end.transfers - start.transfers) / timed if start and timed else None
+    result.compile = measured.Compile(
+        graphs=end.graphs,
+        seconds=round(end.compile_seconds, 3),
+        after_warmup=after,
+        settled=_settled(record.graphs_at_boundaries, timed, after),
+    )
+    result.transfers_per_step = round(transfers, 3) if transfers is not None else None
+    result.cpu_fallbacks = dict(sorted(end.fallbacks.items()))
+
+
+def _median_spread(timed: list[float]) -> tuple[float, measured.Spread]:
+    p25, _, p75 = statistics.quantiles(timed, n=4, method="inclusive")
+    spread = measured.Spread(p25=_ms(p25), p75=_ms(p75), min=_ms(min(timed)), max=_ms(max(timed)))
+    return _ms(statistics.median(timed)), spread
+
+
+def _throughput(
+    samples: int | None, median_ms: float | None, devices: int
+) -> measured.Throughput | None:
+    """Samples per second at the median step, in all and per device."""
+    if not samples or not median_ms:
+        return None
+    total = samples / (median_ms / 1000)
+    return measured.Throughput(
+        samples_per_second=round(total, 1), per_device=round(total / devices, 1)
+    )
 
 
 def _settled(graphs: list[int], timed: int, after_warmup: int) -> bool:
@@ -390,10 +531,10 @@ def _ms(value: float) -> float:
 
 
 def _timeout_error(
-    record: dict[str, Any] | None, result: dict[str, Any], command: str, warmup: int, timeout: float
+    record: TimerRecord | None, result: Side, command: str, warmup: int, timeout: float
 ) -> str:
-    ran = record["steps_ran"] if record else 0
-    graphs = (result.get("compile") or {}).get("graphs")
+    ran = record.steps_ran if record else 0
+    graphs = result.compile.graphs if result.compile else None
     seen = f" (it ran {ran} steps" + (f" and compiled {graphs} graphs)" if graphs else ")")
     return (
         f"`{command}` did not finish its first {warmup + 1 + MIN_TIMED} steps in"
@@ -404,20 +545,20 @@ def _timeout_error(
 
 
 def _error(
-    record: dict[str, Any] | None,
-    result: dict[str, Any],
+    record: TimerRecord | None,
+    result: Side,
     command: str,
     warmup: int,
     exit_code: int,
     output: str,
 ) -> str | None:
-    if exit_code != 0 and not (record and record["complete"]):
+    if exit_code != 0 and not (record and record.complete):
         return launch.exit_message(f"`{command}`", exit_code, output)
     if record is None:
         return processes.ran_without_pytpu(command, "the step timer", output)
-    if not result["steps_timed"]:
-        return _too_few(record["steps_ran"], warmup, ASK)
-    if result["device"] == "xla" and not result["compile"]["graphs"]:
+    if not result.steps_timed:
+        return _too_few(record.steps_ran, warmup, ASK)
+    if result.device == "xla" and not result.compile.graphs:
         return "the program compiled no graph for the XLA device: its steps did not run there"
     return None
 

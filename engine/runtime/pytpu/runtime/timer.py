@@ -42,6 +42,8 @@ class StepTimer:
         self.device_name: str | None = None
         self.finished = False
         self.in_backward = False
+        self.batch: int | None = None  # the leading size of the latest DataLoader batch
+        self.devices = 1  # the devices a step runs on (all of the mesh under SPMD)
         self.restart()
 
     def restart(self) -> None:
@@ -51,6 +53,7 @@ class StepTimer:
         self.evidence_start: dict[str, Any] | None = None  # XLA's counters as timing began
         self.evidence: dict[str, Any] | None = None  # and at the latest boundary
         self.graphs: list[int] = []  # graphs compiled so far, at each boundary (XLA)
+        self.samples: list[int | None] = []  # each timed step's batch size (None: not seen)
 
     # the boundaries
 
@@ -71,10 +74,26 @@ class StepTimer:
             return result
 
         torch.Tensor.backward = backward
+        self.watch_batches()
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         register_optimizer_step_post_hook(self.after_optimizer_step)
         atexit.register(self.at_exit)
+
+    def watch_batches(self) -> None:
+        """Note each DataLoader batch's size (its first tensor's leading dimension): a step's
+        samples, for throughput. (A loader that prefetches, such as MpDeviceLoader's, reads
+        ahead; its batches are the same size but the last.)"""
+        from torch.utils.data import dataloader
+
+        timer, original_next = self, dataloader._BaseDataLoaderIter.__next__
+
+        def next_batch(iterator: Any) -> Any:
+            batch = original_next(iterator)
+            timer.batch = leading_size(batch)
+            return batch
+
+        dataloader._BaseDataLoaderIter.__next__ = next_batch
 
     def after_backward(self) -> None:
         # Backward ends are boundaries only while no optimizer has stepped.
@@ -102,6 +121,7 @@ class StepTimer:
             self.warmup_ms.append(elapsed)
         else:
             self.step_ms.append(elapsed)
+            self.samples.append(self.batch)
         if on_xla:
             self.evidence = xla_evidence()
             self.graphs.append(self.evidence["graphs"])
@@ -132,6 +152,8 @@ class StepTimer:
                 import torch_xla.runtime
 
                 self.device_name = f"XLA:{torch_xla.runtime.device_type()}"
+                if torch_xla.runtime.is_spmd():  # one program over every device of the mesh
+                    self.devices = torch_xla.runtime.global_runtime_device_count()
             return True
         if self.device == "tpu" and hasattr(torch, "tpu"):  # TorchTPU, or its CPU stand-in
             torch.tpu.synchronize()
@@ -164,6 +186,8 @@ class StepTimer:
             "steps_ran": len(self.warmup_ms) + len(self.step_ms),
             "warmup_ms": self.warmup_ms,
             "step_ms": self.step_ms,
+            "samples": self.samples,
+            "devices": self.devices,
             "device_name": self.device_name,
             "evidence_start": self.evidence_start,
             "evidence": self.evidence,
@@ -192,6 +216,22 @@ def xla_evidence() -> dict[str, Any]:
         "transfers": transfers[0] if transfers else 0,
         "fallbacks": fallbacks,
     }
+
+
+def leading_size(batch: Any, depth: int = 0) -> int | None:
+    """The leading dimension of the first tensor in `batch` (a tensor, or tuples, lists and
+    dicts of them); None without one."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else None
+    if depth > 3:
+        return None
+    items = batch.values() if isinstance(batch, dict) else batch
+    if isinstance(items, (list, tuple)) or isinstance(batch, dict):
+        for item in items:
+            size = leading_size(item, depth + 1)
+            if size is not None:
+                return size
+    return None
 
 
 def _rank() -> int:
