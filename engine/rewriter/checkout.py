@@ -26,6 +26,8 @@ from pytpu.engine.rewriter.findings import KINDS
 from pytpu.engine.rewriter.formatting import black_mode_for
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.single_file import (  # noqa: F401 (this module's API since issue 12)
+    Changed,
+    Failed,
     FileResult,
     MigratedSource,
     OutputDoesNotParse,
@@ -134,7 +136,7 @@ def rewrite_file(
     try:
         source = read_source(path, root)
     except SourceError as exc:
-        result.status, result.error = "error", f"{rel}: {exc}"
+        result.outcome = Failed(f"{rel}: {exc}")
         return result, False
     parsed = compiled.may_match(source.text)
     if not parsed:
@@ -143,18 +145,17 @@ def rewrite_file(
     try:
         migrated = migrate_source(source.text, compiled, rel, black_mode=mode)
     except cst.ParserSyntaxError as exc:
-        result.status, result.error = "error", f"{rel}: {_parse_error(exc, source.text)}"
+        result.outcome = Failed(f"{rel}: {_parse_error(exc, source.text)}")
         return result, parsed
     except OutputDoesNotParse as exc:
-        result.status, result.error = "error", str(exc)
+        result.outcome = Failed(str(exc))
         return result, parsed
     except Exception as exc:  # an engine bug must cost one file, not the run
-        result.status, result.error = "error", engine_failure(rel, exc, "file")
+        result.outcome = Failed(engine_failure(rel, exc, "file"))
         return result, parsed
     result.findings = migrated.findings
     if migrated.text != source.text:
-        result.status, result.before, result.after = "changed", source.text, migrated.text
-        result.comments = migrated.comments
+        result.outcome = Changed(source.text, migrated.text, migrated.comments)
         if write:
             write_atomically(path, migrated.text, source.encoding)
     return result, parsed
@@ -180,9 +181,7 @@ def run(
         root=str(root), target=target, files=[], skipped=[(_rel(p, base), r) for p, r in problems]
     )
     for _p, reason in problems:
-        run_result.files.append(
-            FileResult(path=_rel(_p, base), status="error", error=f"{_rel(_p, base)}: {reason}")
-        )
+        run_result.files.append(FileResult(_rel(_p, base), Failed(f"{_rel(_p, base)}: {reason}")))
     iterable: Iterable[Path] = progress(files, len(files)) if progress else files
     with _few_collections():
         for path in iterable:

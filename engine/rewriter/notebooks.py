@@ -42,6 +42,8 @@ from pytpu.engine.rewriter.findings import Finding, WrittenComment
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.notebook_json import SpliceError, replace_sources
 from pytpu.engine.rewriter.single_file import (
+    Changed,
+    Failed,
     FileResult,
     MigratedSource,
     OutputDoesNotParse,
@@ -347,18 +349,17 @@ def rewrite_notebook(
         source = read_source(path, root)
         migrated = migrate_notebook(source.text, index, rel)
     except OutputDoesNotParse as exc:  # (its message names the notebook)
-        result.status, result.error = "error", str(exc)
+        result.outcome = Failed(str(exc))
         return result, True
     except (SourceError, NotebookError) as exc:
-        result.status, result.error = "error", f"{rel}: {exc}"
+        result.outcome = Failed(f"{rel}: {exc}")
         return result, False
     except Exception as exc:  # an engine bug must cost one notebook, not the run
-        result.status, result.error = "error", engine_failure(rel, exc, "notebook")
+        result.outcome = Failed(engine_failure(rel, exc, "notebook"))
         return result, True
     result.findings, result.notebook = migrated.findings, migrated.info
     if migrated.text != source.text:
-        result.status, result.before, result.after = "changed", source.text, migrated.text
-        result.comments = migrated.comments
+        result.outcome = Changed(source.text, migrated.text, migrated.comments)
         if write:
             write_atomically(path, migrated.text, source.encoding)
     return result, migrated.parsed

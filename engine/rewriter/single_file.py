@@ -10,7 +10,7 @@ import dataclasses
 import difflib
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import libcst as cst
 
@@ -30,16 +30,63 @@ class FormatDetails(Protocol):
     def as_dict(self) -> dict[str, Any]: ...
 
 
+@dataclass(frozen=True)
+class Unchanged:
+    """No rule changed the file (or none could apply)."""
+
+    status: ClassVar[str] = "unchanged"
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The file's text before and after, and the comments written into `after` for reviewers."""
+
+    before: str = field(repr=False)
+    after: str = field(repr=False)
+    comments: list[WrittenComment] = field(default_factory=list)
+    status: ClassVar[str] = "changed"
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The file was left as it is: `error` names it, says what went wrong and what to do."""
+
+    error: str
+    status: ClassVar[str] = "error"
+
+
+Outcome = Unchanged | Changed | Failed
+
+
 @dataclass
 class FileResult:
+    """One file's migration: its outcome, what was found, and a notebook's cells."""
+
     path: str
-    status: str = "unchanged"  # unchanged | changed | error
+    outcome: Outcome = field(default_factory=Unchanged)
     findings: list[Finding] = field(default_factory=list)
-    error: str | None = None
-    before: str | None = field(default=None, repr=False)
-    after: str | None = field(default=None, repr=False)
-    comments: list[WrittenComment] = field(default_factory=list)  # written into `after`
     notebook: FormatDetails | None = field(default=None, repr=False)  # for a .ipynb file
+
+    @property
+    def status(self) -> str:
+        """unchanged | changed | error"""
+        return self.outcome.status
+
+    @property
+    def error(self) -> str | None:
+        return self.outcome.error if isinstance(self.outcome, Failed) else None
+
+    @property
+    def before(self) -> str | None:
+        return self.outcome.before if isinstance(self.outcome, Changed) else None
+
+    @property
+    def after(self) -> str | None:
+        return self.outcome.after if isinstance(self.outcome, Changed) else None
+
+    @property
+    def comments(self) -> list[WrittenComment]:
+        return self.outcome.comments if isinstance(self.outcome, Changed) else []
 
     def label(self) -> str:
         """The file, and for a notebook the cells changed: `nb.ipynb (cells 2, 5)`."""
