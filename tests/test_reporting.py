@@ -315,6 +315,18 @@ def test_xla_evidence_steady_state_and_recompilation_warning():
     assert "- Compilations after warm-up: 3, none in the later half of the timed steps" in text
 
 
+def test_the_evidence_counts_the_devices_used_and_present():
+    doc = load("parity")
+    assert "Devices used" not in section(render(doc), "XLA evidence")  # (not reported)
+    doc["benchmarks"][0]["target"].update(devices=1, devices_present=1)
+    assert "- Devices used: 1 of 1\n" in section(render(doc), "XLA evidence")
+    doc["benchmarks"][0]["target"].update(devices=1, devices_present=4)
+    assert (
+        "- Devices used: ⚠️ **1 of 4**: each step ran on 1 device while 3 stayed idle; only data"
+        " parallelism over a mesh of every device (SPMD) uses them all"
+    ) in section(render(doc), "XLA evidence")
+
+
 def test_nothing_on_xla_claims_no_speedup_and_no_steady_state():
     # nlp-tutorial's NNLM places nothing on a device: both sides timed the host (x0.94).
     doc = load("parity")

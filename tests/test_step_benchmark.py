@@ -231,6 +231,15 @@ def test_xla_side_times_the_migrated_program_with_xla_evidence(on_xla):
     # is a transfer, not a CPU fallback.
     assert on_xla.transfers_per_step == 1.0
     assert on_xla.cpu_fallbacks == {}
+    assert on_xla.devices == on_xla.devices_present == 1
+
+
+def test_the_devices_left_idle_are_counted(migrated, monkeypatch):
+    # Four XLA devices on the CPU; the migrated program places its work on one.
+    monkeypatch.setenv("CPU_NUM_DEVICES", "4")
+    result = benchmark.measure(migrated, TINY.format(steps=12), "xla", WARMUP, STEPS, timeout=300)
+    assert result.error is None, result.error
+    assert (result.devices, result.devices_present) == (1, 4)
 
 
 def test_compare_gives_the_speedup_of_the_median_step(on_xla, tmp_path):

@@ -415,6 +415,7 @@ class TimerRecord(msgspec.Struct):
     graphs_at_boundaries: list[int] = msgspec.field(default_factory=list)
     samples: list[int | None] = msgspec.field(default_factory=list)
     devices: int = 1
+    devices_present: int | None = None
 
 
 def _first_process(out: Path) -> TimerRecord | None:
@@ -462,6 +463,7 @@ def _summary(
         error=None,
         step_ms=[_ms(ms) for ms in timed],
         devices=record.devices,
+        devices_present=record.devices_present,
         samples_per_step=per_step,
         throughput=_throughput(per_step, median, record.devices),
     )

@@ -82,6 +82,9 @@ class Side(Model, kw_only=True):
         "Every timed step, the rounds' in the order they ran (the median's data).",
     ) = msgspec.field(default_factory=list)
     devices: described(Count, "The devices each step ran on (all of the mesh under SPMD).") = 1
+    devices_present: described(
+        Count | None, "The XLA devices the runtime had (null: not an XLA side, or not known)."
+    ) = None
     runs: described(Count, "The side's runs, one per round, whose timed steps are pooled.") = 1
     samples_per_step: described(
         Count | None,

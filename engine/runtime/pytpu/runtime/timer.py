@@ -44,6 +44,7 @@ class StepTimer:
         self.in_backward = False
         self.batch: int | None = None  # the leading size of the latest DataLoader batch
         self.devices = 1  # the devices a step runs on (all of the mesh under SPMD)
+        self.devices_present: int | None = None  # the XLA devices the runtime has
         self.restart()
 
     def restart(self) -> None:
@@ -152,8 +153,12 @@ class StepTimer:
                 import torch_xla.runtime
 
                 self.device_name = f"XLA:{torch_xla.runtime.device_type()}"
+                present = torch_xla.runtime.global_runtime_device_count()
+                self.devices_present = present
                 if torch_xla.runtime.is_spmd():  # one program over every device of the mesh
-                    self.devices = torch_xla.runtime.global_runtime_device_count()
+                    self.devices = present
+                else:  # one device per process (xmp.spawn, torchrun: one per rank)
+                    self.devices = torch_xla.runtime.world_size()
             return True
         if self.device == "tpu" and hasattr(torch, "tpu"):  # TorchTPU, or its CPU stand-in
             torch.tpu.synchronize()
@@ -188,6 +193,7 @@ class StepTimer:
             "step_ms": self.step_ms,
             "samples": self.samples,
             "devices": self.devices,
+            "devices_present": self.devices_present,
             "device_name": self.device_name,
             "evidence_start": self.evidence_start,
             "evidence": self.evidence,
