@@ -10,7 +10,6 @@ refuses to give a figure. Exits 1 when neither holds.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import shutil
 import subprocess
@@ -18,13 +17,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
 from benchmarks.processes import venv_script
 from pytpu.engine.verify import benchmark, speedup_estimate
+from pytpu.engine.verify.measured import StepBenchmark
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cuda_mnist"
 COMMAND = "python train.py --steps 16"
@@ -66,17 +66,19 @@ def sides(folder: Path) -> tuple[tuple[Path, str], tuple[Path, str]]:
     return (original, "cpu"), (migrated, "xla")
 
 
-def held(idle: dict[str, Any], busy: dict[str, Any]) -> tuple[bool, str]:
+def held(idle: StepBenchmark, busy: StepBenchmark) -> tuple[bool, str]:
     """The check, and what it found."""
-    if busy["refused"]:
-        return True, f"the busy run refused a figure: {busy['refused']}"
-    interval, figure = busy["interval"], idle["speedup"]
+    if idle.refused:
+        return False, f"the idle run refused a figure: {idle.refused}"
+    if busy.refused:
+        return True, f"the busy run refused a figure: {busy.refused}"
+    interval, figure = busy.interval, idle.speedup
     if interval is None or figure is None:
         return False, "a run gave neither a figure with an interval nor a refusal"
-    inside = interval["low"] <= figure <= interval["high"]
+    inside = interval.low <= figure <= interval.high
     where = "contains" if inside else "does not contain"
     return inside, (
-        f"the busy run's interval x{interval['low']}-x{interval['high']} {where} the idle"
+        f"the busy run's interval x{interval.low}-x{interval.high} {where} the idle"
         f" figure x{figure}"
     )
 
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write both benchmark sections here")
     options = parser.parse_args(argv)
     console = Console(width=120)
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, StepBenchmark] = {}
     with tempfile.TemporaryDirectory(prefix="pytpu-method-") as folder:
         pair = sides(Path(folder))
         for condition in ("idle", "busy"):
@@ -97,25 +99,21 @@ def main(argv: list[str] | None = None) -> int:
                 results[condition] = benchmark.run(pair, COMMAND, rounds=options.rounds)
     table = Table("machine", "speedup", "interval", "ratios", "others' CPU (cores)", "figure")
     for condition, section in results.items():
-        interval = section["interval"]
+        interval = section.interval
         table.add_row(
             condition,
-            f"x{section['speedup']}" if section["speedup"] else "-",
-            f"x{interval['low']}-x{interval['high']} ({interval['confidence']:.1%})"
-            if interval
-            else "-",
-            " ".join(f"{r['ratio']}" for r in section["rounds"]),
-            " ".join(f"{r['others_cores']}" for r in section["rounds"]),
-            "refused" if section["refused"] else "given",
+            f"x{section.speedup}" if section.speedup else "-",
+            f"x{interval.low}-x{interval.high} ({interval.confidence:.1%})" if interval else "-",
+            " ".join(f"{r.ratio}" for r in section.rounds),
+            " ".join(f"{r.others_cores}" for r in section.rounds),
+            "refused" if section.refused else "given",
         )
     console.print(table)
     console.print(METHOD)
     ok, found = held(results["idle"], results["busy"])
-    if results["idle"]["refused"]:
-        ok, found = False, f"the idle run refused a figure: {results['idle']['refused']}"
     console.print(f"{'held' if ok else 'FAILED'}: {found}")
     if options.json:
-        options.json.write_text(json.dumps(results, indent=2))
+        options.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
     return 0 if ok else 1
 
 
