@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
@@ -13,7 +14,7 @@ from pytpu.engine.rewriter.vocabulary.contract import Edit
 IDENTIFIERS = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/identifier"}}
 
 
-def _edit(key: str):
+def _edit(key: str) -> Callable[[Edit, Any, Any], Any]:
     def apply(edit: Edit, node: Any, value: Any) -> Any:
         if not isinstance(node, cst.Call):
             return node
@@ -22,7 +23,7 @@ def _edit(key: str):
     return apply
 
 
-def _arguments():
+def _arguments() -> Callable[[cst.CSTNode, Any], list[cst.CSTNode]]:
     """The keyword arguments an edit replaces whole: nothing inside them is matched again."""
 
     def claims(node: cst.CSTNode, value: Any) -> list[cst.CSTNode]:

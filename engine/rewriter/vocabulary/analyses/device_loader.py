@@ -10,7 +10,7 @@ from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
 from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 
-def _wrap_loader(edit: Edit):
+def _wrap_loader(edit: Edit) -> cst.CSTNode:
     """`for x, y in loader:` -> `for x, y in MpDeviceLoader(loader, device):` (the rule's
     replacement with `$loader` bound), inside `enumerate(...)` / `tqdm(...)` too."""
     loop = edit.plan.loop

@@ -8,12 +8,15 @@ moved program, its inputs and its loops' barriers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.vocabulary import ANALYSES, BuiltinAnalysis
 from pytpu.engine.rewriter.vocabulary.analyses.implicit_device import (
     FACTORIES,
+    Program,
     moved,
     plan,
     program,
@@ -76,7 +79,7 @@ def _requires_grad(call: cst.Call) -> cst.Arg | None:
     )
 
 
-def _tensor_sites(walk, how: str):
+def _tensor_sites(walk: Walk, how: str) -> Iterator[tuple[Program, cst.CSTNode]]:
     found = program(walk)
     for assignment in sorted(found.tensors, key=lambda a: found.meta.top(a.node)) if found else ():
         value = found.meta.assigned_value(assignment)

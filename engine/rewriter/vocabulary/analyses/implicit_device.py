@@ -64,7 +64,7 @@ class Program:
     planned: set[int] = field(default_factory=set)  # nodes these analyses moved
     _moved: Evidence | None = None
 
-    def moved(self: Edit, walk) -> Evidence:
+    def moved(self, walk: Walk) -> Evidence:
         """The values once the models and trained tensors are on the device, a loader a
         loop iterates through MpDeviceLoader gives device batches, and the tensors the modules'
         methods make are made there."""
@@ -103,7 +103,7 @@ def program(walk: Walk) -> Program | None:
     return walk.fact(trained_program)
 
 
-def _find(walk) -> Program | None:
+def _find(walk: Walk) -> Program | None:
     resolver = walk.resolver
     if not (isinstance(resolver, ScopeResolver) and resolver.wrapper.module is walk.module):
         resolver = None
@@ -193,7 +193,7 @@ def _made_by_call(meta: Metadata, assignment: Any) -> bool:
     return type(meta.assigned_value(assignment)) is cst.Call
 
 
-def _flags_there(walk, node: cst.CSTNode) -> list | None:
+def _flags_there(walk: Walk, node: cst.CSTNode) -> list | None:
     """The display-only cases already planned at a node (they stay, as flags of this site's
     plan); None if another rule changes or covers it."""
     existing = walk.plan_at(node)
@@ -204,7 +204,9 @@ def _flags_there(walk, node: cst.CSTNode) -> list | None:
     return [existing.case, *(f.case for f in existing.flags)]
 
 
-def plan(walk, case, found: Program, node: cst.CSTNode, bindings=None) -> None:
+def plan(
+    walk: Walk, case: Case, found: Program, node: cst.CSTNode, bindings: dict | None = None
+) -> None:
     """Plan a site of these analyses, once (and nothing inside a site they moved already)."""
     path = found.meta.path(node)
     flags = _flags_there(walk, node)

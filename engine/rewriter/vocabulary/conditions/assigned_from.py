@@ -15,7 +15,14 @@ def _made_by(value: cst.CSTNode, callables: frozenset[str], walk: Walk) -> bool:
     return type(value) is cst.Call and bool(walk.resolver.qualified_names(value.func) & callables)
 
 
-def _record(target, value, callables, walk, single: set[str], lists: set[str]) -> None:
+def _record(
+    target: cst.BaseExpression,
+    value: cst.BaseExpression,
+    callables: frozenset[str],
+    walk: Walk,
+    single: set[str],
+    lists: set[str],
+) -> None:
     """`a = f()`, `a, b = f(), f()`, `events = [f() for _ in range(n)]` and `[f(), f()]`."""
     if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
         if len(target.elements) == len(value.elements):

@@ -3,10 +3,11 @@
 import libcst as cst
 
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 from pytpu.engine.rewriter.vocabulary.facts.launches import launches
 
 
-def _runs_at_import(walk) -> bool:
+def _runs_at_import(walk: Walk) -> bool:
     """Not in a function's body nor in a lambda: a class body, a decorator and a parameter's
     default run when the module is imported, as module-level code does."""
     path = walk.path

@@ -28,7 +28,7 @@ def _names(word: str, node: cst.CSTNode) -> bool:
     return isinstance(value, str) and _GPU_RE.match(value) is not None
 
 
-def written_for_people(walk) -> bool:
+def written_for_people(walk: Walk) -> bool:
     """The string the walk is at is a docstring, a message (`print('cuda')`, `log.info(...)`)
     or an attribute's name (`getattr(args, 'cuda')`): words, not a value the program uses."""
     path = walk.path
@@ -39,7 +39,7 @@ def written_for_people(walk) -> bool:
     return False
 
 
-def _used_as_a_value(walk, node: cst.CSTNode) -> bool:
+def _used_as_a_value(walk: Walk, node: cst.CSTNode) -> bool:
     """Not a dict key or a subscript (`cfg['gpu']` names a setting), nor written for people."""
     parent = walk.path[-1] if walk.path else None
     if type(parent) is cst.DictElement:

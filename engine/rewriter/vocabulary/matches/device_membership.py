@@ -18,7 +18,7 @@ def _names_cuda(collection: cst.CSTNode) -> bool:
     )
 
 
-def _device_valued(walk, node: cst.CSTNode) -> bool:
+def _device_valued(walk: Walk, node: cst.CSTNode) -> bool:
     """`device_type`, `x.device.type`, `str(device)` (see `compared_names`), or
     `torch.device(d).type`."""
     if walk.positions.is_device_valued(node, compared=True):

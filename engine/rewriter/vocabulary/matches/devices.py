@@ -42,12 +42,12 @@ def _device_index(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     return True
 
 
-def _rewrite_string(edit: Edit):
+def _rewrite_string(edit: Edit) -> cst.CSTNode:
     """The replacement string, quoted as the site was."""
     return devices.quote_like(edit.updated, cst_nodes.literal_value(edit.case.template))
 
 
-def rewrite_device_string(edit: Edit):
+def rewrite_device_string(edit: Edit) -> cst.CSTNode:
     kind = cst_nodes.literal_value(edit.case.template)
     if kind == "xla":
         edit.imports.require("torch_xla")  # the 'xla' device exists once torch_xla is imported

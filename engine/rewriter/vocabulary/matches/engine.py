@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from pytpu.engine.rewriter.vocabulary import ANALYSES, MATCH_KINDS, MatchKind
 from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 
-def _rewrite(edit: Edit):
+def _rewrite(edit: Edit) -> cst.CSTNode | None:
     analysis = edit.case.analysis
     if analysis is None or analysis.rewrite is None:
         return edit.updated

@@ -37,7 +37,7 @@ def _env(walk: Walk, node: cst.Assign, cases: list[Case]) -> bool:
     return False
 
 
-def _rewrite(edit: Edit):
+def _rewrite(edit: Edit) -> cst.CSTNode | None:
     """With a `replace:`, the template is the new value of the variable."""
     if edit.case.template is None or type(edit.updated) is not cst.Assign:
         return None  # the case's action

@@ -27,7 +27,7 @@ def _callables(names: tuple[str, ...]) -> tuple[re.Pattern[str], frozenset[str] 
     return regex, None if any(_GLOB.search(name) for name in last) else last
 
 
-def _calls_one_of(walk, call: cst.Call, names: tuple[str, ...]) -> bool:
+def _calls_one_of(walk: Walk, call: cst.Call, names: tuple[str, ...]) -> bool:
     regex, last = _callables(names)
     if last is not None and type(call.func) is cst.Attribute and call.func.attr.value not in last:
         return False  # (a bare name may be an alias: `from lightning import Trainer as T`)

@@ -11,7 +11,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind, fact
-from pytpu.engine.rewriter.vocabulary.contract import Walk
+from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 _LOOPS = (cst.For, cst.While)
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -34,7 +34,7 @@ def _places_on_device(call: cst.Call) -> bool:
     return False
 
 
-def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk) -> bool:
+def _made_on_device(value: cst.CSTNode, factories: frozenset[str], walk: Walk) -> bool:
     """`torch.zeros(n, device=device)`, `torch.zeros(n).to(device)`: one of the factories made
     it, and a call of the chain put it on a device. Without factories, any value a call of the
     chain put on a device (`X = X.cuda()`)."""
@@ -59,7 +59,7 @@ def device_tensors(walk: Walk, factories: tuple[str, ...]) -> frozenset[str]:
     return cst_nodes.names_assigned(walk.module, lambda v: _made_on_device(v, wanted, walk))
 
 
-def range_loop(walk) -> tuple[cst.For, cst.Call] | None:
+def range_loop(walk: Walk) -> tuple[cst.For, cst.Call] | None:
     """The innermost loop around the node and its `range(...)`, if it is a `for` over one (or
     over `reversed(range(...))`) in the same function."""
     for node in reversed(walk.path):
@@ -82,13 +82,13 @@ def _short(call: cst.Call) -> bool:
     return len(range(*values)) < _FEW
 
 
-def each_iteration_syncs(walk, loop: cst.For) -> bool:
+def each_iteration_syncs(walk: Walk, loop: cst.For) -> bool:
     """Every iteration of the loop ends at a barrier: one it has, or one the walk plans."""
     plan, _ = walk.loops.plan(loop, inside_training=any(walk.training[:-1]))
     return (plan is not None and plan.loader is None) or walk.loops.summary_of(loop).barrier
 
 
-def _writes(walk, node: cst.Assign, step: bool, cases) -> bool:
+def _writes(walk: Walk, node: cst.Assign, step: bool, cases: list[Case]) -> bool:
     if not any(type(t.target) is cst.Subscript for t in node.targets):
         return False
     if not walk.device_aware or walk.loops is None:

@@ -51,12 +51,12 @@ POSITIONS = {
 }
 
 
-def _in_class_body(walk) -> bool:
+def _in_class_body(walk: Walk) -> bool:
     # (the path ends at the statement line: ClassDef > IndentedBlock > SimpleStatementLine)
     return len(walk.path) >= 3 and type(walk.path[-3]) is cst.ClassDef
 
 
-def _position(walk, node: cst.CSTNode) -> tuple[str, list[str], cst.CSTNode | None]:
+def _position(walk: Walk, node: cst.CSTNode) -> tuple[str, list[str], cst.CSTNode | None]:
     """Where a node gives a value to a setting, the setting's names, and the value."""
     kind = type(node)
     if kind is cst.Param:
@@ -127,7 +127,7 @@ def _setting_value(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     return planned
 
 
-def _applies(case, where: str, whole: bool) -> bool:
+def _applies(case: Case, where: str, whole: bool) -> bool:
     """Whether a case takes a value in this position (`setting_at`), and a branch of it
     (`setting_branches`)."""
     positions = case.options.get("setting_at")
@@ -136,7 +136,7 @@ def _applies(case, where: str, whole: bool) -> bool:
     return whole or case.options.get("setting_branches", True)
 
 
-def _rewrite(edit: Edit):
+def _rewrite(edit: Edit) -> cst.CSTNode | None:
     """A string replacement keeps the site's quotes."""
     value = cst_nodes.literal_value(edit.case.template) if edit.case.template else None
     if isinstance(value, str) and type(edit.updated) is cst.SimpleString:
