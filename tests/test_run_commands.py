@@ -80,8 +80,8 @@ def test_the_generated_suite_runs_the_command_as_written(repo, monkeypatch):
 )
 def test_the_step_timer_takes_the_command_as_written(repo, command):
     result = benchmark.measure(repo, f"{command} --cuda --steps 12", "cpu", WARMUP, STEPS)
-    assert result["error"] is None, result["error"]
-    assert result["steps_timed"] == STEPS
+    assert result.error is None, result.error
+    assert result.steps_timed == STEPS
 
 
 def test_isolated_mode_is_an_error_that_says_it_cannot_take_the_harness(repo):
