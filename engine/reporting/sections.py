@@ -31,6 +31,7 @@ from pytpu.engine.rewriter.checkout import RunResult
 from pytpu.engine.rewriter.findings import CONVERTED, FLAGGED, NOTED, UNKNOWN
 from pytpu.engine.stages import BenchmarkRun, Stages
 from pytpu.engine.testgen import ProgramsResult, accelerator
+from pytpu.engine.verify import speedup_estimate
 from pytpu.engine.verify.parity import Comparison
 
 # Where the rule pages generated from the KB are published (docs/kb.md of PyTPU's repository).
@@ -258,8 +259,7 @@ def machine(stages: Stages) -> model.Machine:
         load = round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):  # (not on Windows)
         load = None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return model.Machine(cores=cores or 1, load_average=load)
+    return model.Machine(cores=speedup_estimate.cores(), load_average=load)
 
 
 page_only("evidence", "evidence.md.j2", "What the XLA device did in the benchmark.")
