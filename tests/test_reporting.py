@@ -620,10 +620,16 @@ def test_the_document_is_the_model_encoded(document):
 
 
 def test_the_machine_line_says_when_the_benchmark_shared_the_cores(document):
-    document["machine"] = {"cores": 2, "load_average": 0.4}
-    assert "Machine: 2 CPU cores, load 0.40 (runnable processes" in render(document)
-    assert "uncertain" not in render(document).split("Machine:")[1].splitlines()[0]
-    document["machine"] = {"cores": 2, "load_average": 3.1}
-    assert "shared them with other work" in render(document)
-    document["machine"] = {"cores": 1, "load_average": None}
+    quiet = {"probes": 5, "mean_cores": 0.02, "most_cores": 0.04, "busy": False}
+    document["machine"] = {"cores": 2, "other_work": quiet}
+    line = render(document).split("Machine:")[1].splitlines()[0]
+    assert line == (
+        " 2 CPU cores; other processes used 0.02 of them on average, at most 0.04, in the"
+        " benchmark's 5 probes (a second of PyTPU doing nothing before each round)."
+    )
+    busy = {"probes": 1, "mean_cores": 1.9, "most_cores": 1.9, "busy": True}
+    document["machine"] = {"cores": 2, "other_work": busy}
+    assert "1 probe (a second" in render(document)
+    assert "so the benchmark's times depend on that other work." in render(document)
+    document["machine"] = {"cores": 1, "other_work": None}
     assert "Machine: 1 CPU core.\n" in render(document)

@@ -276,11 +276,20 @@ class Timings(Model):
     total: Seconds
 
 
+class OtherWork(Model):
+    """What other processes used of the CPU, measured by the benchmark's probes (a second of
+    PyTPU doing nothing before each round)."""
+
+    probes: described(Annotated[int, Meta(ge=1)], "the probes, one before each round")
+    mean_cores: described(Annotated[float, Meta(ge=0)], "CPU cores used, on average")
+    most_cores: described(Annotated[float, Meta(ge=0)], "CPU cores used, in the busiest probe")
+    busy: described(bool, "the average was above the share of the cores a trusted speedup allows")
+
+
 class Machine(Model):
     """The machine the two sides ran on: a benchmark on a busy one is uncertain."""
 
     cores: described(Count, "the CPU cores the run could use")
-    load_average: described(
-        Annotated[float, Meta(ge=0)] | None,
-        "runnable processes, the 1-minute average when the report was made (null: not known)",
+    other_work: described(
+        OtherWork | None, "what other processes used while the benchmark ran (null: not probed)"
     )

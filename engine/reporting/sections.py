@@ -15,7 +15,7 @@ writes the schema again (a test fails while it is stale).
 
 from __future__ import annotations
 
-import os
+import statistics
 import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -254,12 +254,27 @@ def environment(stages: Stages) -> model.Environment:
 
 @section("machine", template="machine.md.j2")
 def machine(stages: Stages) -> model.Machine:
-    """The machine's cores and load."""
-    try:
-        load = round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):  # (not on Windows)
-        load = None
-    return model.Machine(cores=speedup_estimate.cores(), load_average=load)
+    """The machine's cores and what other processes used of them while the benchmark ran (its
+    probes, not a load average taken afterwards, which would count PyTPU's own work)."""
+    cores = speedup_estimate.cores()
+    probed = [
+        r.others_cores
+        for run in stages.benchmark.runs
+        for r in run.section.rounds
+        if r.others_cores is not None
+    ]
+    if not probed:
+        return model.Machine(cores=cores, other_work=None)
+    mean = statistics.mean(probed)
+    return model.Machine(
+        cores=cores,
+        other_work=model.OtherWork(
+            probes=len(probed),
+            mean_cores=round(mean, 2),
+            most_cores=round(max(probed), 2),
+            busy=mean > speedup_estimate.BUSY_SHARE * cores,
+        ),
+    )
 
 
 page_only("evidence", "evidence.md.j2", "What the XLA device did in the benchmark.")
