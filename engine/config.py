@@ -70,6 +70,7 @@ class Config:
     tests: str = "tests/pytpu"
     timeout: float = 300.0
     benchmark_rounds: int = 5
+    virtual_devices: int = 1
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
@@ -513,6 +514,7 @@ _VALUES: dict[str, Callable[[Any], Any]] = {
     "tests": _tests,
     "timeout": float,
     "benchmark_rounds": int,
+    "virtual_devices": int,
     "requirements": _files,
     "setup": _commands,
 }

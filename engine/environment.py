@@ -216,6 +216,7 @@ class ProgramEnvironment:
     # entry point loads it on `import torch`; None: the target's own backend
     stand_in: dict[str, str] | None = None
     autoload: Path | None = None
+    virtual_devices: int = 1  # XLA:CPU devices the migrated side has (CPU_NUM_DEVICES)
 
     def as_dict(self) -> dict[str, Any]:
         declared = {
@@ -505,7 +506,12 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
     cache = cache or cache_folder()
     found = declared(root, settings, chosen)
     backend = f"{wanted.backend} {wanted.backend_version}"
-    side = {"device": wanted.device, "stand_in": stand_in, "autoload": None}
+    side = {
+        "device": wanted.device,
+        "stand_in": stand_in,
+        "autoload": None,
+        "virtual_devices": settings.virtual_devices,
+    }
     if stand_in is not None:
         backend = f"{backend}'s stand-in ({stand_in['module']}, on the CPU)"
         folder = cache / "stand-ins" / stand_in["module"]
@@ -586,12 +592,18 @@ def using(environment: ProgramEnvironment) -> Iterator[None]:
         processes.PROGRAM_SCRIPTS.set(environment.scripts),
         processes.TARGET_DEVICE.set(environment.device),
         processes.STAND_IN.set(environment.autoload),
+        processes.VIRTUAL_DEVICES.set(environment.virtual_devices),
     )
     try:
         yield
     finally:
         for variable, token in zip(
-            (processes.PROGRAM_SCRIPTS, processes.TARGET_DEVICE, processes.STAND_IN),
+            (
+                processes.PROGRAM_SCRIPTS,
+                processes.TARGET_DEVICE,
+                processes.STAND_IN,
+                processes.VIRTUAL_DEVICES,
+            ),
             tokens,
             strict=True,
         ):

@@ -26,7 +26,7 @@ from pytpu.runtime.launch import Finished, run  # noqa: F401 (the one runner of 
 # Tests judge behaviour, not speed: XLA:CPU compiles an LSTM's gradients 10x faster without
 # LLVM's optimisations (72 s -> 6 s), and computes the same values.
 QUICK_CPU_COMPILE = "--xla_backend_optimization_level=0"
-DEVICE_VARIABLES = ("PYTPU_DEVICE", "PJRT_DEVICE", "XLA_FLAGS")
+DEVICE_VARIABLES = ("PYTPU_DEVICE", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS")
 
 safe_environment = launch.safe_environment
 HARNESS_ENV = channel.HARNESS_ENV  # the settings of test generation's harness
@@ -42,6 +42,9 @@ PROGRAM_SCRIPTS: ContextVar[Path | None] = ContextVar("PROGRAM_SCRIPTS", default
 # point loads the CPU stand-in for it on `import torch` (None: the target's own backend).
 TARGET_DEVICE: ContextVar[str] = ContextVar("TARGET_DEVICE", default="xla")
 STAND_IN: ContextVar[Path | None] = ContextVar("STAND_IN", default=None)
+# The XLA devices the migrated side has on the CPU (`virtual_devices`): CPU_NUM_DEVICES when more
+# than one; a program the user's environment already gives a count keeps it.
+VIRTUAL_DEVICES: ContextVar[int] = ContextVar("VIRTUAL_DEVICES", default=1)
 ACCELERATORS = channel.MIGRATED_DEVICES  # the devices a migrated side runs on
 
 
@@ -112,8 +115,11 @@ def _on_device(env: dict[str, str], device: str, quick_compile: bool = False) ->
         env[channel.STAND_IN_ENV] = str(stand_in)
     if device == "xla":
         env.setdefault("PJRT_DEVICE", "CPU")  # no TPU here: XLA on the CPU, named so in reports
-        if quick_compile and env["PJRT_DEVICE"].upper() == "CPU" and "XLA_FLAGS" not in env:
+        on_cpu = env["PJRT_DEVICE"].upper() == "CPU"
+        if quick_compile and on_cpu and "XLA_FLAGS" not in env:
             env["XLA_FLAGS"] = QUICK_CPU_COMPILE
+        if on_cpu and VIRTUAL_DEVICES.get() > 1:
+            env.setdefault("CPU_NUM_DEVICES", str(VIRTUAL_DEVICES.get()))
     return env
 
 

@@ -194,6 +194,8 @@ def reproduce_steps(
     device = program.device
     # (on 'tpu' without TorchTPU, PyTPU's pytest plugin loads the CPU stand-in)
     variables = "PYTPU_DEVICE=xla PJRT_DEVICE=CPU" if device == "xla" else f"PYTPU_DEVICE={device}"
+    if device == "xla" and program.virtual_devices > 1:
+        variables += f" CPU_NUM_DEVICES={program.virtual_devices}"
     # `python` is one with the programs' requirements and the target's torch: PyTPU's own
     # install need not have torch
     where = [] if program.scripts is None else [

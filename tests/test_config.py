@@ -121,6 +121,7 @@ def test_yaml_values_are_read(tmp_path, name):
         tests: checks/tpu/
         timeout: 60
         benchmark_rounds: 7
+        virtual_devices: 4
         """,
     )
     loaded = load(tmp_path)
@@ -135,6 +136,7 @@ def test_yaml_values_are_read(tmp_path, name):
         "tests": "checks/tpu",
         "timeout": 60.0,
         "benchmark_rounds": 7,
+        "virtual_devices": 4,
         "requirements": None,
         "setup": [],
         "source": name,
@@ -149,6 +151,7 @@ def test_yaml_values_are_read(tmp_path, name):
             "tests",
             "timeout",
             "benchmark_rounds",
+            "virtual_devices",
         ],
         "target_source": None,
     }
@@ -402,6 +405,11 @@ def test_the_actions_target_input_applies_where_the_settings_set_none(tmp_path, 
             "\n- run: python a.py\n",
             ".github/pytpu.yml:2: the top level must be a mapping of settings, not "
             "[{'run': 'python a.py'}]; write `key: value` lines; known keys: include, exclude",
+        ),
+        (
+            "virtual_devices: 0\n",
+            ".github/pytpu.yml:1: `virtual_devices` must be a whole number of devices, 1 to 64,"
+            " not 0; e.g. 4",
         ),
         # the first problem in the file's order, whether the schema or the code finds it
         ("tests: '..'\ntolerance: -1\n", ".github/pytpu.yml:1: `tests` must be a folder inside"),

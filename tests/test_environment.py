@@ -467,3 +467,22 @@ def test_the_repository_s_own_package_is_left_out_of_what_pip_installs(tmp_path)
     (change,) = [c for c in found.changes if c.declared == "schedulefree>=1.2"]
     assert change.used == "left out" and change.where == "examples/requirements.txt:2"
     assert change.why == environment.OWN_PACKAGE
+
+
+def test_virtual_devices_give_the_migrated_side_that_many_xla_devices_on_the_cpu(tmp_path):
+    from pytpu.engine.verify import parity
+
+    settings = config.Config(virtual_devices=4)
+    with environment.using(environment.prepare(tmp_path, settings)):
+        after = processes.pytest_environment(tmp_path, "xla")
+        before = processes.pytest_environment(tmp_path, "cpu")
+        named = parity.device_names("cpu", "xla").target
+    assert after["CPU_NUM_DEVICES"] == "4" and "CPU_NUM_DEVICES" not in before
+    assert "CPU_NUM_DEVICES=4" in processes.shown(after, "xla")
+    assert named.endswith("PJRT_DEVICE=CPU, CPU_NUM_DEVICES=4)"), named
+    count = "import torch_xla.runtime as xr; print(xr.global_runtime_device_count())"
+    ran = processes.run(f"{sys.executable} -c '{count}'", tmp_path, after, 120)
+    assert ran.stdout.split()[-1:] == ["4"], ran.stdout + ran.stderr[-2000:]
+    # One device is the default.
+    with environment.using(environment.prepare(tmp_path, config.Config())):
+        assert "CPU_NUM_DEVICES" not in processes.pytest_environment(tmp_path, "xla")

@@ -204,8 +204,11 @@ def device_names(baseline_device: str = "cpu", target_device: str = "xla") -> De
         return Devices(baseline, where)
     target = os.environ.get("PJRT_DEVICE", "CPU")
     where = "on the CPU" if target.upper() == "CPU" else f"on {target}"
+    count = processes.VIRTUAL_DEVICES.get() if target.upper() == "CPU" else 1
+    several = f", CPU_NUM_DEVICES={count}" if count > 1 else ""
     return Devices(
-        baseline, f"XLA {where} (torch_xla {_version('torch-xla')}, PJRT_DEVICE={target})"
+        baseline,
+        f"XLA {where} (torch_xla {_version('torch-xla')}, PJRT_DEVICE={target}{several})",
     )
 
 
