@@ -211,6 +211,7 @@ def _benchmark(
             lengthen=given is None,
             checkouts=checkouts,
             rounds=settings.benchmark_rounds,
+            least_seconds=benchmark.LEAST_TIMED_SECONDS,
         )
         nothing = benchmark.nothing_on_xla(section)
         stand_in = processes.STAND_IN.get() is not None

@@ -209,6 +209,22 @@ def test_a_run_that_ends_before_its_timed_steps_are_done_is_too_short():
     # timing stopped after two steps that each compiled a new graph; the program ran on
     assert not benchmark._too_short(ran(40, 2), STEPS)
     assert not benchmark._too_short(ran(3, 0, exit_code=1), STEPS)  # a failure is no short run
+    # with a least time: the program ended while its timed steps lasted less (5 x 10 ms)
+    quick = msgspec.structs.replace(ran(3 + STEPS, STEPS), step_ms=[10.0] * STEPS)
+    assert benchmark._too_short(quick, STEPS, least_seconds=0.5)
+    assert not benchmark._too_short(quick, STEPS, least_seconds=0.05)
+
+
+def test_quick_steps_are_planned_to_last_the_least_time(tmp_path):
+    root = _program(tmp_path, EPOCHS)
+    short = benchmark.measure(root, "python train.py --epochs 1", "cpu", WARMUP, STEPS)
+    quick = msgspec.structs.replace(short, warmup_ms=[500.0, 2.0, 2.0])  # 3 steps an epoch
+    plan = benchmark.longer(root, "python train.py --epochs 1", quick, WARMUP, STEPS, 300, 0.1)
+    # 0.1 s at 2 ms a step: 50 timed steps, 1 + 2 + 50 with the margin, 3 steps an epoch
+    assert plan.command == "python train.py --epochs 23"
+    capped = benchmark.longer(root, "python train.py --epochs 1", quick, WARMUP, STEPS, 300, 9.0)
+    # 9 s would take 4,500 steps: at most MOST_TIMED (200), so 1 + 2 + 200 with the margin
+    assert benchmark.MOST_TIMED == 200 and capped.command == "python train.py --epochs 85"
 
 
 # --- the benchmark with the longer command ------------------------------------------------------

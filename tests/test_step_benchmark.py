@@ -94,6 +94,20 @@ def test_the_program_ends_once_the_steps_are_timed(tmp_path):
     assert result.steps_timed == STEPS and result.seconds < 60
 
 
+def test_quick_steps_are_timed_on_until_they_last_the_least_time(tmp_path):
+    # A median of a few millisecond steps moves with every hiccup of the machine: they are timed
+    # until they last 0.3 s in all, up to MOST_TIMED, and then the program ends.
+    result = benchmark.measure(
+        _copy(tmp_path), TINY.format(steps=1_000_000), "cpu", WARMUP, STEPS, 120, 0.3
+    )
+    assert result.error is None, result.error
+    assert STEPS < result.steps_timed <= benchmark.MOST_TIMED
+    lasted = sum(result.step_ms)
+    assert lasted >= 300 or result.steps_timed == benchmark.MOST_TIMED, lasted
+    assert sum(result.step_ms[:-1]) < 300  # (it stopped at the first step past the mark)
+    assert result.steps_ran == 1 + WARMUP + result.steps_timed
+
+
 def test_too_few_steps_is_an_error_that_says_what_to_do(tmp_path):
     result = benchmark.measure(_copy(tmp_path), TINY.format(steps=4), "cpu", WARMUP, STEPS)
     assert result.exit_code == 0
@@ -248,7 +262,7 @@ def test_compare_gives_the_speedup_of_the_median_step(on_xla, tmp_path):
     )
     compared = benchmark.compare("python train.py", [baseline], [on_xla], WARMUP, STEPS)
     assert compared.error is None
-    assert compared.method == benchmark.METHOD and compared.steps == STEPS
+    assert compared.method == benchmark.method(STEPS) and compared.steps == STEPS
     assert compared.speedup == pytest.approx(baseline.median_ms / on_xla.median_ms, 1e-2)
 
 

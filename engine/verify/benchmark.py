@@ -38,6 +38,10 @@ from pytpu.runtime import launch
 
 DEVICES = ("cpu", "cuda", *processes.ACCELERATORS)
 MIN_TIMED = 2  # a median and a spread need at least two steps
+# Quick steps are timed until they last this long in all, up to MOST_TIMED steps: a median of ten
+# 8 ms steps moved by a third between rounds on an idle machine (README's example).
+LEAST_TIMED_SECONDS = 0.5
+MOST_TIMED = 200
 ROUNDS = 5  # each side's runs, alternating (five give a 94% interval for the median ratio)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # set alike on both sides
 LENGTHENINGS = 2  # longer commands tried after one that ran too few steps
@@ -57,22 +61,37 @@ LOOKED_FOR = (
 METHOD = (
     "Each side runs the benchmark command with a timer inside it; a training step ends at each "
     "optimizer step (or backward pass, when parameters are updated by hand), where the migrated "
-    "side first waits for its device (torch_xla.sync(wait=True) on XLA, torch.tpu.synchronize() "
-    "on TorchTPU). After the first step and the warm-up steps, the timed steps give each run's "
-    "median step time. The sides run in alternating rounds (before, after, before, after...) with "
-    "the same thread settings, so that each round's ratio (the median step before over the median "
-    "step after) compares them under the same load; the speedup is the median of the rounds' "
-    "ratios, with an order-statistic confidence interval for it. Before each round PyTPU runs "
-    "nothing for a second and measures how much CPU other processes use; no figure is claimed "
-    "when they kept the machine busy or when the interval is too wide. XLA's compile time, "
+    "side first waits for its device (torch_xla.sync(wait=True) on XLA, torch.tpu.synchronize() on"
+    " TorchTPU). After the first step and the warm-up steps, the timed steps ({timed}) give each "
+    "run's median step time. The sides run in alternating rounds (before, after, before, after...)"
+    " with the same thread settings, so that each round's ratio (the median step before over the "
+    "median step after) compares them under the same load; the speedup is the median of the "
+    "rounds' ratios, with an order-statistic confidence interval for it. Before each round PyTPU "
+    "runs nothing for a second and measures how much CPU other processes use; no figure is claimed"
+    " when they kept the machine busy or when the interval is too wide. XLA's compile time, "
     "compilations after warm-up, device-to-host transfers and CPU fallbacks are reported apart."
 )
 
 
+def method(steps: int, least_seconds: float = 0.0) -> str:
+    """METHOD with the timed steps a run takes."""
+    timed = f"{steps}"
+    if least_seconds:
+        timed += f" or more, until they last {least_seconds:g} s in all, at most {MOST_TIMED}"
+    return METHOD.format(timed=timed)
+
+
 def measure(
-    root: Path, command: str, device: str, warmup: int = 3, steps: int = 10, timeout: float = 600
+    root: Path,
+    command: str,
+    device: str,
+    warmup: int = 3,
+    steps: int = 10,
+    timeout: float = 600,
+    least_seconds: float = 0.0,
 ) -> Side:
-    """Run `command` in `root` with the step timer on `device` and summarise its steps."""
+    """Run `command` in `root` with the step timer on `device` and summarise its steps: `steps`
+    timed steps, and more while they last less than `least_seconds` in all (up to MOST_TIMED)."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: use one of {', '.join(DEVICES)}")
     if warmup < 0 or steps < MIN_TIMED:
@@ -80,7 +99,8 @@ def measure(
     root = Path(root).resolve()
     with tempfile.TemporaryDirectory(prefix="pytpu-benchmark-") as out:
         settings = {"root": str(root), "out": out, "warmup": warmup, "steps": steps,
-                    "device": device}  # fmt: skip
+                    "device": device, "least_ms": least_seconds * 1000,
+                    "most_steps": max(steps, MOST_TIMED)}  # fmt: skip
         # With a GPU present torch would report it; the baseline runs on the CPU all the same.
         env = processes.program_environment(
             device if device in processes.ACCELERATORS else "cpu",
@@ -118,6 +138,7 @@ def run(
     lengthen: bool = True,
     checkouts: dict[Path, set[str]] | None = None,
     rounds: int = ROUNDS,
+    least_seconds: float = 0.0,
 ) -> StepBenchmark:
     """`command` timed on the baseline's (root, device), then on the target's, compared.
 
@@ -145,9 +166,10 @@ def run(
         plan: Longer | str | None = None
         for (root, device), side_command in zip(sides, commands, strict=True):
             workspace.remove_created(root, checkouts[root])
-            results.append(measure(root, side_command, device, warmup, steps, timeout))
-            if lengthen and _too_short(results[-1], steps):
-                plan = tried.plan(root, command, results[-1], warmup, steps, timeout)
+            side = measure(root, side_command, device, warmup, steps, timeout, least_seconds)
+            results.append(side)
+            if lengthen and _too_short(side, steps, least_seconds):
+                plan = tried.plan(root, command, side, warmup, steps, timeout, least_seconds)
                 if isinstance(plan, Longer):
                     break  # the other side runs the longer command
                 if not results[-1].steps_timed:  # (some timed steps: the figures stand)
@@ -160,8 +182,12 @@ def run(
         others.append(speedup_estimate.others_share())
         for (root, device), side_command, side_runs in zip(sides, commands, runs, strict=True):
             workspace.remove_created(root, checkouts[root])
-            side_runs.append(measure(root, side_command, device, warmup, steps, timeout))
-    section = compare(command, *runs, warmup, steps, lengthened=tried.summary(), others=others)
+            side_runs.append(
+                measure(root, side_command, device, warmup, steps, timeout, least_seconds)
+            )
+    section = compare(
+        command, *runs, warmup, steps, tried.summary(), others, least_seconds=least_seconds
+    )
     on_xla = accelerator.section(on_device["cpu"], on_device[target])
     section.on_xla = msgspec.convert(on_xla, measured.OnDevice | None)
     return section
@@ -186,6 +212,7 @@ class _Lengthening:
         warmup: int,
         steps: int,
         timeout: float,
+        least_seconds: float = 0.0,
     ) -> Longer | str:
         """A longer command than `command`, which ran too few steps (`result`); else why not."""
         ran = result.steps_ran
@@ -195,7 +222,7 @@ class _Lengthening:
             return f"{self._described()} gave no more steps; {ASK}"
         if len(self.ran) == LENGTHENINGS:
             return f"too few still after {self._described()}; {ASK}"
-        plan = longer(root, command, result, warmup, steps, timeout)
+        plan = longer(root, command, result, warmup, steps, timeout, least_seconds)
         if isinstance(plan, Longer):
             self.dropped_last = bool(plan.dropped)
             self.ran.append(ran)
@@ -244,7 +271,13 @@ class Longer:
 
 
 def longer(
-    root: Path, command: str, result: Side, warmup: int, steps: int, timeout: float
+    root: Path,
+    command: str,
+    result: Side,
+    warmup: int,
+    steps: int,
+    timeout: float,
+    least_seconds: float = 0.0,
 ) -> Longer | str:
     """`command`, which ran too few steps (`result`), with the program's step or epoch settings
     raised in proportion to the steps the benchmark needs, within the time limit; else why not.
@@ -269,9 +302,11 @@ def longer(
         )
     ran, least = result.steps_ran, 1 + warmup + MIN_TIMED
     later = result.warmup_ms[1:] or result.warmup_ms  # the first step includes start-up
-    step_seconds = max(statistics.median(later) / 1000, 1e-3)
+    step_ms = result.median_ms or statistics.median(later)
+    step_seconds = max(step_ms / 1000, 1e-3)
     fits = ran + int((LIMIT_SHARE * timeout - result.seconds) / step_seconds)
-    planned = min(math.ceil((1 + warmup + steps) * MARGIN), fits)
+    timed = _timed_needed(steps, least_seconds, step_seconds)
+    planned = min(math.ceil((1 + warmup + timed) * MARGIN), fits)
     if planned < least:
         return (
             f"at {step_seconds:.2f} s a step, {least} steps do not fit in the time limit"
@@ -287,14 +322,26 @@ def longer(
     return Longer(invocation.changed(root, command, changes), changes)
 
 
-def _too_short(result: Side, steps: int) -> bool:
+def _timed_needed(steps: int, least_seconds: float, step_seconds: float) -> int:
+    """The timed steps that last `least_seconds` at `step_seconds` each: `steps` or more, at
+    most MOST_TIMED."""
+    lasting = math.ceil(least_seconds / step_seconds) if least_seconds else 0
+    return max(steps, min(lasting, MOST_TIMED))
+
+
+def _too_short(result: Side, steps: int, least_seconds: float = 0.0) -> bool:
     """The program ended by itself after some steps, too few to time any, or all it ran were
-    timed and still fewer than `steps` (not a timing stopped early for recompilations: the
-    program ran on after that)."""
+    timed and still fewer than `steps`, or lasting less than `least_seconds` (before
+    MOST_TIMED); not a timing stopped early for recompilations: the program ran on after
+    that."""
     if result.exit_code != 0 or not result.steps_ran:
         return False
     timed = result.steps_timed
-    return not timed or (timed < steps and result.steps_ran <= len(result.warmup_ms) + timed)
+    if not timed:
+        return True
+    lasted = sum(result.step_ms) >= least_seconds * 1000 or timed >= MOST_TIMED
+    enough = timed >= steps and lasted
+    return not enough and result.steps_ran <= len(result.warmup_ms) + timed
 
 
 def compare(
@@ -305,6 +352,7 @@ def compare(
     steps: int,
     lengthened: measured.Lengthened | None = None,
     others: list[float | None] | None = None,
+    least_seconds: float = 0.0,
 ) -> StepBenchmark:
     """Both sides over their rounds (`measure`'s results, in the order they ran), and the
     speedup: the median of the rounds' ratios, the baseline's median step over the target's.
@@ -334,9 +382,10 @@ def compare(
     interval = estimate.interval
     return StepBenchmark(
         command=command,
-        method=METHOD,
+        method=method(steps, least_seconds),
         warmup=warmup,
         steps=steps,
+        least_seconds=least_seconds,
         baseline=_pooled(baseline),
         target=_pooled(target),
         speedup=estimate.speedup,

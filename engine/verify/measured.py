@@ -149,6 +149,11 @@ class StepBenchmark(Model, kw_only=True):
     method: Text
     warmup: Count
     steps: Count
+    least_seconds: described(
+        Annotated[float, Meta(ge=0)],
+        "The least time a run's timed steps last in all: quick steps are timed on until then"
+        " (up to 200 of them); 0: `steps` steps.",
+    ) = 0.0
     baseline: Side | None
     target: Side | None
     speedup: described(Speedup | None, "The median of the rounds' ratios.")

@@ -36,6 +36,10 @@ class StepTimer:
         self.device = settings.get("device", "cpu")
         self.warmup = int(settings.get("warmup", 3))
         self.steps = int(settings.get("steps", 10))
+        # Quick steps are timed on until they last `least_ms` in all (a median of ten 5 ms steps
+        # moves with every hiccup of the machine), up to `most_steps`.
+        self.least_ms = float(settings.get("least_ms", 0.0))
+        self.most_steps = max(self.steps, int(settings.get("most_steps", self.steps)))
         self.started = time.perf_counter()
         self.boundary: str | None = None  # "optimizer step" or "backward", once one happened
         self.optimizer: int | None = None  # the optimizer whose steps end the training steps
@@ -128,11 +132,17 @@ class StepTimer:
             self.graphs.append(self.evidence["graphs"])
             if not self.step_ms and len(self.warmup_ms) == self.warmup + 1:
                 self.evidence_start = self.evidence
-        if len(self.step_ms) >= self.steps or self.recompiles_every_step():
+        if self.timed_enough() or self.recompiles_every_step():
             self.finish()
         # Written at every step: a run stopped at its time limit still tells what it did.
         self.write(complete=False)
         self.last = time.perf_counter()  # the bookkeeping above is not the program's time
+
+    def timed_enough(self) -> bool:
+        timed = len(self.step_ms)
+        if timed < self.steps:
+            return False
+        return sum(self.step_ms) >= self.least_ms or timed >= self.most_steps
 
     def recompiles_every_step(self) -> bool:
         """Every step since the first compiled a new graph, warm-up and two timed steps
