@@ -286,6 +286,9 @@ def test_a_refused_figure_is_said_plainly_and_kept_out_of_the_headline():
     assert verdict_line(doc) == (
         "PyTPU: parity 18/18, no trustworthy speedup (CPU → XLA on the CPU)"
     )
+    # On TorchTPU's CPU stand-in no figure is claimed at all, busy machine or not.
+    doc["benchmark"]["on_stand_in"] = True
+    assert verdict_line(doc).endswith("no speedup on the CPU stand-in (CPU → XLA on the CPU)")
 
 
 def test_a_target_that_is_not_a_tpu_is_named_as_such():

@@ -65,16 +65,18 @@ def verdict_line(document: dict) -> str:
         parts = [f"parity {verdict['passed_both']}/{verdict['total']}"]
     else:
         parts = ["no tests"]
+    # (what the benchmark could never claim comes before a claim refused for the machine's load,
+    # as the benchmark section has it)
     if verdict["speedup"] is not None:
         parts.append(f"speedup x{speedup_text(verdict['speedup'])}")
-    elif document["benchmark"].get("refused") and not document["benchmark"]["error"]:
-        parts.append("no trustworthy speedup")
     elif document["benchmark"].get("nothing_on_xla"):
         parts.append(f"speedup {NOTHING_ON_XLA}")
     elif document["benchmark"]["error"]:
         parts.append("benchmark failed")
     elif document["benchmark"].get("on_stand_in"):
         parts.append("no speedup on the CPU stand-in")
+    elif document["benchmark"].get("refused"):
+        parts.append("no trustworthy speedup")
     else:
         parts.append("no benchmark")
     sides = f"{short_device(devices['baseline'])} → {short_device(devices['target'])}"
