@@ -112,6 +112,7 @@ class LoopAnalyzer:
         self.module = module
         # names assigned an instance of the file's own model class: the methods it defines
         self._model_variables: dict[str, frozenset[str]] | None = None
+        self._model_class_loops: set[int] | None = None
         self._summaries: dict[int, Summary] = {}  # by the id of the loop or function
         self._barrier_names = settings.last_names(settings.barriers) | {"optimizer_step"}
         self._loader_names = settings.last_names(settings.loader_classes)
@@ -164,6 +165,26 @@ class LoopAnalyzer:
                     if name:
                         self._model_variables[name] = methods
         return self._model_variables
+
+    def in_model_class(self, loop: cst.For | cst.While) -> bool:
+        """Whether `loop` is in the code of one of the file's model classes (an RNN's `forward`
+        over time steps): the model's own computation, part of whichever step calls it."""
+        if self._model_class_loops is None:
+            self._model_class_loops = set()
+            classes: dict[str, cst.ClassDef] = {}
+            for node in cst_nodes.statements(self.module.body):
+                if type(node) is cst.ClassDef:
+                    classes.setdefault(node.name.value, node)
+            for definition in classes.values():
+                if self._model_methods(definition.name, classes) is None:
+                    continue
+                stack: list[cst.CSTNode] = [definition.body]
+                while stack:
+                    node = stack.pop()
+                    if type(node) in _LOOPS:
+                        self._model_class_loops.add(id(node))
+                    stack.extend(cst_nodes.iter_children(node))
+        return id(loop) in self._model_class_loops
 
     def _model_methods(
         self, func: cst.CSTNode, classes: dict[str, cst.ClassDef], depth: int = 0
@@ -276,6 +297,8 @@ class LoopAnalyzer:
         summary = self.summary_of(loop)
         trains = summary.step or summary.backward
         kind = "train" if trains else ("eval" if summary.model_call else "")
+        if kind == "eval" and self.in_model_class(loop):
+            return None, ""  # a model calling its layers in a loop: no step of its own
         # A loop around steps (an epoch, a PPO iteration) that calls a model itself ends at a
         # barrier too, but is no step: what it reads back, it reads once an epoch.
         role = "" if kind == "eval" and summary.inner_step else kind
@@ -283,7 +306,12 @@ class LoopAnalyzer:
             return None, role  # nothing to run on the device, or a barrier already
         if trains and inside_training:
             return None, role  # micro-batches: part of the enclosing step's one graph
-        loader = self._loader(loop)
+        # MpDeviceLoader's threads block for good when the loop stops early (`break` at the
+        # `max_batches`-th batch), with the DataLoader and the batches they hold: an evaluation,
+        # run again and again, would pile them up (karpathy/makemore's), so an evaluation loop
+        # that may stop early keeps its loader and ends its iterations at a barrier instead
+        stops = kind == "eval" and _stops_early(body)
+        loader = None if stops else self._loader(loop)
         if type(loop.body) is not cst.IndentedBlock:
             # `for x in y: f(x)` on one line: no place for a statement
             return (LoopPlan(kind, loader=loader), role) if loader is not None else (None, role)
@@ -344,6 +372,28 @@ def _body(node: cst.CSTNode) -> list[cst.BaseStatement]:
     if type(body) is cst.SimpleStatementSuite:
         return [cst.SimpleStatementLine(body=list(body.body))]
     return list(body.body)
+
+
+def _stops_early(body: list[cst.BaseStatement]) -> bool:
+    """A `break` of this loop, or a `return` or `yield`, in the loop's body: it may stop
+    before its iterable is done."""
+    stack: list[cst.CSTNode] = list(body)
+    inner_loops = 0
+    while stack:
+        node = stack.pop()
+        if node is None:
+            inner_loops -= 1
+            continue
+        kind = type(node)
+        if kind in (cst.Return, cst.Yield) or (kind is cst.Break and not inner_loops):
+            return True
+        if isinstance(node, _DEFINITIONS):
+            continue  # (a function defined there returns from itself)
+        if kind in _LOOPS:  # a break there leaves the inner loop only
+            inner_loops += 1
+            stack.append(None)  # (marks the inner loop's end)
+        stack.extend(cst_nodes.iter_children(node))
+    return False
 
 
 def _may_leave(statement: cst.CSTNode) -> bool:
