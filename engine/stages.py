@@ -13,7 +13,7 @@ from typing import Any
 import git
 
 from pytpu.engine import config as config_module
-from pytpu.engine import environment, gitrepo, testgen
+from pytpu.engine import environment, gitrepo, processes, testgen
 from pytpu.engine.rewriter import checkout
 from pytpu.engine.verify import measured, parity
 from pytpu.engine.verify.parity import ParityCounts, ParityRow
@@ -196,6 +196,8 @@ def reproduce_steps(
     variables = "PYTPU_DEVICE=xla PJRT_DEVICE=CPU" if device == "xla" else f"PYTPU_DEVICE={device}"
     if device == "xla" and program.virtual_devices > 1:
         variables += f" CPU_NUM_DEVICES={program.virtual_devices}"
+    if device == "xla":  # as the parity run compiles: the same values, several times sooner
+        variables += f" XLA_FLAGS={processes.QUICK_CPU_COMPILE}"
     # `python` is one with the programs' requirements and the target's torch: PyTPU's own
     # install need not have torch
     where = [] if program.scripts is None else [

@@ -183,12 +183,18 @@ def _build(
         _save_inputs(plan, directory, result)
         index = suite.write(plan, directory)
         failures = _pytest(plan.root, directory, baseline=True, timeout=timeout * 2)
-        _drop(plan, index, failures, "fails on the original code", result)
+        _drop(plan, index, failures, "its generated test fails on the original code", result)
         _drop_oversized(plan, directory, max_unit_bytes, result)
         index = suite.write(plan, directory)
         workspace.remove_created(plan.root, before, keep=out_dir)  # the program starts afresh
         failures = _pytest(plan.root, directory, baseline=False, timeout=timeout * 2)
-        _drop(plan, index, failures, "not reproducible on the original code", result)
+        _drop(
+            plan,
+            index,
+            failures,
+            "its generated test is not reproducible on the original code",
+            result,
+        )
         for unit in plan.units:
             if not unit.tests:
                 (directory / "data" / f"{unit.slug}.pt").unlink(missing_ok=True)
