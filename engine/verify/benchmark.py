@@ -25,7 +25,9 @@ import math
 import os
 import statistics
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -169,7 +171,10 @@ def run(
             side = measure(root, side_command, device, warmup, steps, timeout, least_seconds)
             results.append(side)
             if lengthen and _too_short(side, steps, least_seconds):
-                plan = tried.plan(root, command, side, warmup, steps, timeout, least_seconds)
+                plan = tried.plan(
+                    side,
+                    partial(longer, root, command, side, warmup, steps, timeout, least_seconds),
+                )
                 if isinstance(plan, Longer):
                     break  # the other side runs the longer command
                 if not results[-1].steps_timed:  # (some timed steps: the figures stand)
@@ -204,17 +209,10 @@ class _Lengthening:
         self.ran: list[int] = []  # the steps each command too short ran
         self.dropped_last = False  # the last longer command only left switches out
 
-    def plan(
-        self,
-        root: Path,
-        command: str,
-        result: Side,
-        warmup: int,
-        steps: int,
-        timeout: float,
-        least_seconds: float = 0.0,
-    ) -> Longer | str:
-        """A longer command than `command`, which ran too few steps (`result`); else why not."""
+    def plan(self, result: Side, lengthen: Callable[[], Longer | str]) -> Longer | str:
+        """A longer command than the one that ran too few steps (`result`), as `lengthen` makes
+        it (`longer`), unless the last one gave no more steps or too many were tried; else why
+        not."""
         ran = result.steps_ran
         # (leaving out `--dry-run` may give no more steps when the command also runs one epoch:
         # raising the epochs comes next)
@@ -222,7 +220,7 @@ class _Lengthening:
             return f"{self._described()} gave no more steps; {ASK}"
         if len(self.ran) == LENGTHENINGS:
             return f"too few still after {self._described()}; {ASK}"
-        plan = longer(root, command, result, warmup, steps, timeout, least_seconds)
+        plan = lengthen()
         if isinstance(plan, Longer):
             self.dropped_last = bool(plan.dropped)
             self.ran.append(ran)
