@@ -174,7 +174,9 @@ def _rules(*names: str) -> frozenset[str]:
 # Rules whose change depends on the code around the snippet by design: (rules, where, why).
 CONTEXT_RULES = [
     (
-        _rules("train_barrier", "eval_barrier", "device_loader", "in_step", "step_unthrottled"),
+        _rules(
+            "train_barrier", "eval_barrier", "device_loader", "in_step_unwaited", "step_unthrottled"
+        ),
         LOOPS,
         "a loop around the code makes it a step (a model called in it: an evaluation step)",
     ),
@@ -194,7 +196,7 @@ CONTEXT_RULES = [
             "trained_factories",
             "trained_random",
             "trained_tensors",
-            "in_step",
+            "in_step_unwaited",
             "cpu_program_device",
         ),
         NAMES_CUDA,

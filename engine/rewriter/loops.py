@@ -58,6 +58,7 @@ class LoopSettings:
     # calls of framework objects that hand back loaders already on the device, syncing at
     # every batch (`accelerator.prepare`, `fabric.setup_dataloaders`), as dotted-name globs
     preparing_calls: cst_nodes.NameGlobs = cst_nodes.NameGlobs(())
+    device_waits: frozenset[str] = frozenset()  # calls that wait for the device's work
 
     @staticmethod
     def last_names(names: frozenset[str]) -> frozenset[str]:
@@ -79,6 +80,7 @@ class LoopSettings:
             iterator_wrappers=frozenset(data.get("iterator_wrappers", [])),
             model_classes=frozenset(data.get("model_classes", [])),
             preparing_calls=cst_nodes.NameGlobs(data.get("preparing_calls", [])),
+            device_waits=frozenset(data.get("device_waits", [])),
         )
 
 
