@@ -197,22 +197,20 @@ def test_without_a_python_script_the_error_says_what_was_read(repo):
                         " give a longer `benchmark` command")  # fmt: skip
 
 
-def test_a_run_that_ends_before_its_timed_steps_are_done_is_too_short():
-    # cure-lab/LTSF-Linear's one epoch ran 13 steps: the first, 3 warm-up and 9 of the 10 timed
-    def ran(steps_ran: int, timed: int, exit_code: int = 0) -> Side:
-        short = msgspec.structs.replace(_short(steps_ran), steps_timed=timed, exit_code=exit_code)
-        return msgspec.structs.replace(short, warmup_ms=[500.0, 9.0, 9.0])
-
-    assert benchmark._too_short(ran(3, 0), STEPS)  # nothing timed
-    assert benchmark._too_short(ran(3 + STEPS - 1, STEPS - 1), STEPS)  # ended while timing
-    assert not benchmark._too_short(ran(3 + STEPS, STEPS), STEPS)
-    # timing stopped after two steps that each compiled a new graph; the program ran on
-    assert not benchmark._too_short(ran(40, 2), STEPS)
-    assert not benchmark._too_short(ran(3, 0, exit_code=1), STEPS)  # a failure is no short run
-    # with a least time: the program ended while its timed steps lasted less (5 x 10 ms)
-    quick = msgspec.structs.replace(ran(3 + STEPS, STEPS), step_ms=[10.0] * STEPS)
-    assert benchmark._too_short(quick, STEPS, least_seconds=0.5)
-    assert not benchmark._too_short(quick, STEPS, least_seconds=0.05)
+def test_a_run_that_ends_before_its_timed_steps_are_done_is_too_short(tmp_path):
+    # cure-lab/LTSF-Linear's one epoch ran 13 steps: the first, 3 warm-up and 9 of the 10 timed;
+    # the timer ends a program itself once it has its steps, and says so (`timed_all`)
+    root = _program(tmp_path, EPOCHS)
+    ended = benchmark.measure(root, "python train.py --epochs 1", "cpu", WARMUP, STEPS)
+    assert ended.steps_ran == 3 and not ended.timed_all and benchmark._too_short(ended)
+    enough = benchmark.measure(root, "python train.py --epochs 10", "cpu", WARMUP, STEPS)
+    assert enough.timed_all and not benchmark._too_short(enough)
+    # ten quick steps are not enough when they must last a second in all: the program ran out
+    quick = benchmark.measure(root, "python train.py --epochs 10", "cpu", WARMUP, STEPS, 60, 1.0)
+    assert quick.steps_timed >= STEPS and not quick.timed_all and benchmark._too_short(quick)
+    failed = msgspec.structs.replace(ended, exit_code=1)
+    assert not benchmark._too_short(failed)  # a failure is no short run
+    assert not benchmark._too_short(_short(0))  # the timer saw no step
 
 
 def test_quick_steps_are_planned_to_last_the_least_time(tmp_path):

@@ -105,7 +105,7 @@ def test_quick_steps_are_timed_on_until_they_last_the_least_time(tmp_path):
     lasted = sum(result.step_ms)
     assert lasted >= 300 or result.steps_timed == benchmark.MOST_TIMED, lasted
     assert sum(result.step_ms[:-1]) < 300  # (it stopped at the first step past the mark)
-    assert result.steps_ran == 1 + WARMUP + result.steps_timed
+    assert result.steps_ran == 1 + WARMUP + result.steps_timed and result.timed_all
 
 
 def test_too_few_steps_is_an_error_that_says_what_to_do(tmp_path):

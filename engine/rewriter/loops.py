@@ -19,6 +19,7 @@ that make a call an optimizer step, a model call or a loader are KB data (`kb/ex
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,13 +149,10 @@ class LoopAnalyzer:
         loop's summary may be made before the walk reaches either."""
         if self._model_variables is None:
             self._model_variables = {}
-            classes: dict[str, cst.ClassDef] = {}
-            assignments: list[cst.Assign] = []
-            for node in cst_nodes.statements(self.module.body):
-                if type(node) is cst.ClassDef:
-                    classes.setdefault(node.name.value, node)
-                elif type(node) is cst.Assign:
-                    assignments.append(node)
+            classes = self._classes
+            assignments = [
+                node for node in cst_nodes.statements(self.module.body) if type(node) is cst.Assign
+            ]
             for node in assignments:
                 value = node.value
                 while type(value) is cst.Call and type(value.func) is cst.Attribute:
@@ -173,10 +171,7 @@ class LoopAnalyzer:
         over time steps): the model's own computation, part of whichever step calls it."""
         if self._model_class_loops is None:
             self._model_class_loops = set()
-            classes: dict[str, cst.ClassDef] = {}
-            for node in cst_nodes.statements(self.module.body):
-                if type(node) is cst.ClassDef:
-                    classes.setdefault(node.name.value, node)
+            classes = self._classes
             for definition in classes.values():
                 if self._model_methods(definition.name, classes) is None:
                     continue
@@ -187,6 +182,15 @@ class LoopAnalyzer:
                         self._model_class_loops.add(id(node))
                     stack.extend(cst_nodes.iter_children(node))
         return id(loop) in self._model_class_loops
+
+    @functools.cached_property
+    def _classes(self) -> dict[str, cst.ClassDef]:
+        """The file's classes by name (the first of a name), wherever the module defines them."""
+        classes: dict[str, cst.ClassDef] = {}
+        for node in cst_nodes.statements(self.module.body):
+            if type(node) is cst.ClassDef:
+                classes.setdefault(node.name.value, node)
+        return classes
 
     def _model_methods(
         self, func: cst.CSTNode, classes: dict[str, cst.ClassDef], depth: int = 0
@@ -377,33 +381,18 @@ def _body(node: cst.CSTNode) -> list[cst.BaseStatement]:
 
 
 def _stops_early(body: list[cst.BaseStatement]) -> bool:
-    """A `break` of this loop, or a `return` or `yield`, in the loop's body: it may stop
-    before its iterable is done."""
-    stack: list[cst.CSTNode] = list(body)
-    inner_loops = 0
-    while stack:
-        node = stack.pop()
-        if node is None:
-            inner_loops -= 1
-            continue
-        kind = type(node)
-        if kind in (cst.Return, cst.Yield) or (kind is cst.Break and not inner_loops):
-            return True
-        if isinstance(node, _DEFINITIONS):
-            continue  # (a function defined there returns from itself)
-        if kind in _LOOPS:  # a break there leaves the inner loop only
-            inner_loops += 1
-            stack.append(None)  # (marks the inner loop's end)
-        stack.extend(cst_nodes.iter_children(node))
-    return False
+    """A `break`, `return` or `yield` in the loop's body (not in a loop inside it): the loop
+    may stop before its iterable is done."""
+    return any(_may_leave(statement, (cst.Break, cst.Return, cst.Yield)) for statement in body)
 
 
-def _may_leave(statement: cst.CSTNode) -> bool:
-    """A break/continue/return/raise in the statement that leaves this loop's iteration."""
+def _may_leave(statement: cst.CSTNode, leaves: tuple[type, ...] = _LEAVES) -> bool:
+    """A break/continue/return/raise (`leaves`) in the statement that leaves this loop's
+    iteration."""
     stack = [statement]
     while stack:
         node = stack.pop()
-        if isinstance(node, _LEAVES):
+        if isinstance(node, leaves):
             return True
         if type(node) in _LOOPS or isinstance(node, _DEFINITIONS):
             continue  # a break there leaves the inner loop only

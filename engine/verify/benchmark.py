@@ -170,7 +170,7 @@ def run(
             workspace.remove_created(root, checkouts[root])
             side = measure(root, side_command, device, warmup, steps, timeout, least_seconds)
             results.append(side)
-            if lengthen and _too_short(side, steps, least_seconds):
+            if lengthen and _too_short(side):
                 plan = tried.plan(
                     side,
                     partial(longer, root, command, side, warmup, steps, timeout, least_seconds),
@@ -327,19 +327,10 @@ def _timed_needed(steps: int, least_seconds: float, step_seconds: float) -> int:
     return max(steps, min(lasting, MOST_TIMED))
 
 
-def _too_short(result: Side, steps: int, least_seconds: float = 0.0) -> bool:
-    """The program ended by itself after some steps, too few to time any, or all it ran were
-    timed and still fewer than `steps`, or lasting less than `least_seconds` (before
-    MOST_TIMED); not a timing stopped early for recompilations: the program ran on after
-    that."""
-    if result.exit_code != 0 or not result.steps_ran:
-        return False
-    timed = result.steps_timed
-    if not timed:
-        return True
-    lasted = sum(result.step_ms) >= least_seconds * 1000 or timed >= MOST_TIMED
-    enough = timed >= steps and lasted
-    return not enough and result.steps_ran <= len(result.warmup_ms) + timed
+def _too_short(result: Side) -> bool:
+    """The program ended by itself after some steps, before the timer had the steps it wanted
+    (the timer ends the program once it has them, or once every step recompiles)."""
+    return result.exit_code == 0 and bool(result.steps_ran) and not result.timed_all
 
 
 def compare(
@@ -513,6 +504,7 @@ def _summary(
         devices_present=record.devices_present,
         samples_per_step=per_step,
         throughput=_throughput(per_step, median, record.devices),
+        timed_all=record.complete,
     )
     if device == "xla":
         _add_xla_evidence(result, record, len(timed))

@@ -86,6 +86,11 @@ class Side(Model, kw_only=True):
         Count | None, "The XLA devices the runtime had (null: not an XLA side, or not known)."
     ) = None
     runs: described(Count, "The side's runs, one per round, whose timed steps are pooled.") = 1
+    timed_all: described(
+        bool,
+        "The timer timed all the steps it wanted and ended the program (false: the program ended"
+        " first).",
+    ) = False
     samples_per_step: described(
         Count | None,
         "The batch size the program's DataLoader gave at each timed step (null: not seen).",
