@@ -195,18 +195,21 @@ class FileAnalysis:
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         """Plan the loop's step barrier, and open its context for the host-sync rules."""
         assert self.loops is not None
+        block = self.path[-1]  # (the loop's own block: the loop is not on the path yet)
+        body = list(block.body) if type(block) in (cst.IndentedBlock, cst.Module) else []
+        later = body[body.index(node) + 1 :] if node in body else []
         if not self.device_aware:
             # Nothing runs on a device: no barrier. A training loop is noted once per file:
             # after the migration it still trains on the CPU.
             if not self.host_training_noted and not any(self.training):
                 # (no plan: the loop has its barrier, or iterates a device loader, already)
-                plan, role = self.loops.plan(node, inside_training=False)
+                plan, role = self.loops.plan(node, False, later)
                 if role == "train" and plan is not None:
                     self.host_training_noted = True
                     self._offer_loop(node, LoopPlan("host"))
             self.training.append(False)
             return
-        plan, role = self.loops.plan(node, inside_training=any(self.training))
+        plan, role = self.loops.plan(node, any(self.training), later)
         self.training.append(role == "train")
         if role:
             self.contexts.append("S")

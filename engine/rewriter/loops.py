@@ -20,6 +20,7 @@ that make a call an optimizer step, a model call or a loader are KB data (`kb/ex
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,15 +297,23 @@ class LoopAnalyzer:
 
     # --- loops -------------------------------------------------------------------------------
 
-    def plan(self, loop: cst.For | cst.While, inside_training: bool) -> tuple[LoopPlan | None, str]:
+    def plan(
+        self,
+        loop: cst.For | cst.While,
+        inside_training: bool,
+        later: Sequence[cst.BaseStatement] = (),
+    ) -> tuple[LoopPlan | None, str]:
         """The barrier plan for `loop` (None: it needs none), and what the loop does:
-        "train", "eval" or "" (neither)."""
+        "train", "eval" or "" (neither); `later`: the statements after it in its block."""
         body = _body(loop)
         summary = self.summary_of(loop)
         trains = summary.step or summary.backward
         kind = "train" if trains else ("eval" if summary.model_call else "")
-        if kind == "eval" and self.in_model_class(loop):
-            return None, ""  # a model calling its layers in a loop: no step of its own
+        if kind == "eval" and (self.in_model_class(loop) or self._trains(later)):
+            # a model calling its layers in a loop (an RNN's forward over time steps), or a
+            # forward pass over time steps whose loss the code after it trains on: part of a
+            # step, not a step of its own
+            return None, ""
         # A loop around steps (an epoch, a PPO iteration) that calls a model itself ends at a
         # barrier too, but is no step: what it reads back, it reads once an epoch.
         role = "" if kind == "eval" and summary.inner_step else kind
@@ -335,6 +344,13 @@ class LoopAnalyzer:
         if summary.first_exit == 0:
             return None, role  # it may leave before doing anything: no safe place
         return LoopPlan(kind, after=body[summary.first_exit - 1]), role
+
+    def _trains(self, statements: Sequence[cst.BaseStatement]) -> bool:
+        """`statements` take a backward pass or an optimizer step themselves (not in a loop)."""
+        if not statements:
+            return False
+        summary = self.summarize(list(statements))
+        return summary.backward or summary.step
 
     def _loader(self, loop: cst.For | cst.While) -> cst.BaseExpression | None:
         """The DataLoader a `for` iterates (inside `enumerate(...)`/`tqdm(...)`), if any."""
