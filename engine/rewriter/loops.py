@@ -61,6 +61,7 @@ class LoopSettings:
     # every batch (`accelerator.prepare`, `fabric.setup_dataloaders`), as dotted-name globs
     preparing_calls: cst_nodes.NameGlobs = cst_nodes.NameGlobs(())
     device_waits: frozenset[str] = frozenset()  # calls that wait for the device's work
+    no_grad_contexts: frozenset[str] = frozenset()  # `with torch.no_grad():` records no gradients
 
     @staticmethod
     def last_names(names: frozenset[str]) -> frozenset[str]:
@@ -83,6 +84,7 @@ class LoopSettings:
             model_classes=frozenset(data.get("model_classes", [])),
             preparing_calls=cst_nodes.NameGlobs(data.get("preparing_calls", [])),
             device_waits=frozenset(data.get("device_waits", [])),
+            no_grad_contexts=frozenset(data.get("no_grad_contexts", [])),
         )
 
 
@@ -93,6 +95,7 @@ class Summary:
     backward: bool = False
     step: bool = False
     model_call: bool = False
+    recorded_model_call: bool = False  # a model call outside `with torch.no_grad():`
     barrier: bool = False
     inner_step: bool = False  # a loop inside trains or calls a model
     step_statements: list[int] = field(default_factory=list)  # body indices: step/zero/update
@@ -122,6 +125,7 @@ class LoopAnalyzer:
         self._loader_names = settings.last_names(settings.loader_classes)
         self._device_loader_names = settings.last_names(settings.device_loaders)
         self._wrapper_names = settings.last_names(settings.iterator_wrappers)
+        self._no_grad_names = settings.last_names(settings.no_grad_contexts)
 
     def note_assignment(self, target: cst.CSTNode, value: cst.CSTNode) -> None:
         """`train_loader = DataLoader(...)`: remember the name as a loader; `model, loader =
@@ -232,9 +236,9 @@ class LoopAnalyzer:
     def _scan(self, root: cst.CSTNode, summary: Summary, depth: int) -> bool:
         """Record what `root` does into `summary`; True if it steps, zeroes or updates."""
         marks_step = False
-        stack = [root]
+        stack: list[tuple[cst.CSTNode, bool]] = [(root, True)]  # (node, records gradients)
         while stack:
-            node = stack.pop()
+            node, recording = stack.pop()
             kind = type(node)
             if kind in _DEFINITIONS:
                 continue
@@ -244,15 +248,25 @@ class LoopAnalyzer:
                 summary.inner_step |= inner.step or inner.backward or inner.model_call
                 continue
             if kind is cst.Call:
-                marks_step |= self._scan_call(node, summary, depth)
+                marks_step |= self._scan_call(node, summary, depth, recording)
+            elif kind is cst.With and recording:
+                recording = not any(self._stops_recording(item.item) for item in node.items)
             elif kind is cst.WithItem and type(node.item) is cst.Call:
                 if cst_nodes.last_name(node.item.func) in self._barrier_names:
                     if self.resolver.qualified_names(node.item.func) & self.settings.barriers:
                         summary.barrier = True
-            stack.extend(cst_nodes.iter_children(node))
+            stack.extend((child, recording) for child in cst_nodes.iter_children(node))
         return marks_step
 
-    def _scan_call(self, node: cst.Call, summary: Summary, depth: int) -> bool:
+    def _stops_recording(self, item: cst.BaseExpression) -> bool:
+        """`torch.no_grad()` (a `with` item or a decorator): what runs under it records no
+        gradients."""
+        func = item.func if type(item) is cst.Call else item
+        if cst_nodes.last_name(func) not in self._no_grad_names:
+            return False
+        return bool(self.resolver.qualified_names(func) & self.settings.no_grad_contexts)
+
+    def _scan_call(self, node: cst.Call, summary: Summary, depth: int, recording: bool) -> bool:
         func = node.func
         name = cst_nodes.last_name(func)
         if name is None:
@@ -280,15 +294,19 @@ class LoopAnalyzer:
                 if any(a.keyword is not None and a.keyword.value == "barrier" for a in node.args):
                     summary.barrier = True
                 return True
-        if name in self.settings.models:
+        # model(x), agent(obs), agent.get_action(obs)
+        variables = self.model_variables()
+        if name in self.settings.models or name in variables or name in variables.get(receiver, ()):
             summary.model_call = True
-        elif name in self.model_variables() or name in self.model_variables().get(receiver, ()):
-            summary.model_call = True  # agent(obs), agent.get_action(obs)
+            summary.recorded_model_call |= recording
         definition = self.functions.get(name) if receiver in (None, "self") else None
         if definition is not None and depth < 2:
             inner = self.summary_of(definition, depth + 1)
             summary.backward |= inner.backward
             summary.model_call |= inner.model_call
+            # (`@torch.no_grad()` on the function: its model calls record nothing either)
+            recording &= not any(self._stops_recording(d.decorator) for d in definition.decorators)
+            summary.recorded_model_call |= recording and inner.recorded_model_call
             summary.barrier |= inner.barrier
             if inner.step:
                 summary.step = True
@@ -309,10 +327,12 @@ class LoopAnalyzer:
         summary = self.summary_of(loop)
         trains = summary.step or summary.backward
         kind = "train" if trains else ("eval" if summary.model_call else "")
-        if kind == "eval" and (self.in_model_class(loop) or self._trains(later)):
+        feeds_training = summary.recorded_model_call and self._trains(later)
+        if kind == "eval" and (self.in_model_class(loop) or feeds_training):
             # a model calling its layers in a loop (an RNN's forward over time steps), or a
             # forward pass over time steps whose loss the code after it trains on: part of a
-            # step, not a step of its own
+            # step, not a step of its own. (A rollout that calls its policy under no_grad and
+            # trains on the stored results afterwards is a loop of steps of its own.)
             return None, ""
         # A loop around steps (an epoch, a PPO iteration) that calls a model itself ends at a
         # barrier too, but is no step: what it reads back, it reads once an epoch.
