@@ -17,6 +17,7 @@ from typing import Any
 from pytpu.engine import processes
 from pytpu.engine.testgen import discover, workspace
 from pytpu.runtime import launch
+from pytpu.runtime.records import HarnessRecord, StepRecord, UnitRecord
 
 
 class RecordingFailed(Exception):
@@ -29,15 +30,15 @@ class Run:
     stdout: str
     stderr: str
     seconds: float
-    harness: list[dict[str, Any]] = field(default_factory=list)
+    harness: list[HarnessRecord] = field(default_factory=list)
 
     @property
-    def steps(self) -> list[dict[str, Any]]:
+    def steps(self) -> list[StepRecord]:
         return [step for record in self.harness for step in record["steps"]]
 
     @property
-    def units(self) -> dict[str, dict[str, Any]]:
-        merged: dict[str, dict[str, Any]] = {}
+    def units(self) -> dict[str, UnitRecord]:
+        merged: dict[str, UnitRecord] = {}
         for record in self.harness:
             for name, unit in record["units"].items():
                 merged.setdefault(name, unit)

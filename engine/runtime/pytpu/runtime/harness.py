@@ -29,17 +29,11 @@ from typing import Any
 import torch
 
 from pytpu.runtime.cells import MAGIC_BODY, source_file
+from pytpu.runtime.host_random import HostRandom
+from pytpu.runtime.placement import SEED, map_tensors, seed_everything, tensors
+from pytpu.runtime.records import HarnessRecord, StepRecord, UnitInputs, UnitRecord
 from pytpu.runtime.repository_files import RepositoryFiles
-from pytpu.runtime.support import (
-    SEED,
-    HostRandom,
-    UnitUnavailable,
-    batch_size,
-    definitions,
-    map_tensors,
-    seed_everything,
-    tensors,
-)
+from pytpu.runtime.support import UnitUnavailable, batch_size, definitions
 
 # --- the harness ---------------------------------------------------------------------------------
 
@@ -80,14 +74,14 @@ class Harness(RepositoryFiles):
         self.out = Path(settings["out"])
         self.capture = settings.get("capture", False)
         self.max_unit_bytes = settings.get("max_unit_bytes", 1 << 20)
-        self.steps: list[dict[str, Any]] = []  # optimizer steps of the first iteration of each site
+        self.steps: list[StepRecord] = []  # optimizer steps of the first iteration of each site
         self.finished_sites: set[str] = set()
         self.stepped: dict[str, set[int]] = {}
         self.step_lines: dict[tuple[str, str, str], list[int]] = {}
-        self.backwards: list[dict[str, Any]] = []  # first backward passes of each call site
+        self.backwards: list[StepRecord] = []  # first backward passes of each call site
         self.last_loss: float | None = None
         self.in_backward = False
-        self.units: dict[str, dict[str, Any]] = {}  # captured modules and functions
+        self.units: dict[str, UnitRecord] = {}  # captured modules and functions
         self.skipped: dict[str, str] = {}
         self.constructors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.busy = False
@@ -207,7 +201,7 @@ class Harness(RepositoryFiles):
             return
         key = self.site_key(site, "backward")
         if sum(event["key"] == key for event in self.backwards) < 2:
-            event = {"site": f"{site[0]}:{site[1]}", "key": key, "loss": self.last_loss}
+            event: StepRecord = {"site": f"{site[0]}:{site[1]}", "key": key, "loss": self.last_loss}
             self.backwards.append(event)
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -341,18 +335,22 @@ class Harness(RepositoryFiles):
             return
         try:
             file = name.partition("::")[0]
-            record = self.unit_record(file, _is_main(cls.__module__), args, kwargs)
+            script = _is_main(cls.__module__)
+            inputs = self.unit_inputs(args, kwargs)
             functions = [f for f in vars(cls).values() if isinstance(f, types.FunctionType)]
             namespace = functions[0].__globals__ if functions else vars(sys.modules[cls.__module__])
             codes = [f.__code__ for f in functions]
-            record.update(
-                kind="module",
-                constructor=constructor["kwargs"],
-                training=module.training,
-                globals=self.script_globals(codes, namespace, file) if record["script"] else {},
-                line=self.class_line(cls),
-                submodule_of_repo=False,
-            )
+            record: UnitRecord = {
+                "kind": "module",
+                "file": file,
+                "line": self.class_line(cls),
+                "script": script,
+                **inputs,
+                "globals": self.script_globals(codes, namespace, file) if script else {},
+                "constructor": constructor["kwargs"],
+                "training": module.training,
+                "submodule_of_repo": False,
+            }
         except UnitUnavailable as exc:
             self.skipped[name] = str(exc)
             return
@@ -374,30 +372,33 @@ class Harness(RepositoryFiles):
                 raise
             return min(self.line(c.co_filename, c.co_firstlineno) for c in codes)
 
-    def unit_record(self, file: str, script: bool, args: tuple, kwargs: dict) -> dict[str, Any]:
-        """The record of a unit of `file` (its name in the repository), a script's (or
-        notebook's) when `script`, called with `args` and `kwargs`."""
+    def unit_inputs(self, args: tuple, kwargs: dict) -> UnitInputs:
+        """A unit's inputs as its record keeps them: `args` and `kwargs` on the CPU, a large
+        batch cut to its first rows."""
         if not tensors([args, kwargs]):
             raise UnitUnavailable("called without tensor inputs")
         for value in [*args, *kwargs.values()]:
             describe_input(value)
         args, kwargs = map_tensors([list(args), dict(kwargs)], lambda t: t.detach().cpu().clone())
         size = sum(t.numel() * t.element_size() for t in tensors([args, kwargs]))
-        cut = {}
+        kept = 0  # the rows kept of a batch cut short
         batch = batch_size([args, kwargs]) if any(t.dim() for t in tensors(args)) else 0
         if batch > KEPT_SAMPLES:  # a few samples pin the behaviour; outputs stay small too
             # (a graph's adjacency, sparse or a dense N x N, says the leading size is no batch:
             # its rows and columns are the same nodes; such inputs are kept whole, if small)
             if not any(_over_nodes(t, batch) for t in tensors([args, kwargs])):
                 args, kwargs = self.cut_batch(args, kwargs)
-                cut = {"cut": KEPT_SAMPLES, "batch": batch}
+                kept = KEPT_SAMPLES
             size = sum(t.numel() * t.element_size() for t in tensors([args, kwargs]))
             if size > self.max_unit_bytes:
                 raise UnitUnavailable(
                     f"its inputs take {size // 1024} KiB, over the {self.max_unit_bytes // 1024}"
                     " KiB a unit may record; raise --max-unit-kib or exclude the unit"
                 )
-        return {"args": args, "kwargs": kwargs, "file": file, "script": script, **cut}
+        inputs: UnitInputs = {"args": list(args), "kwargs": kwargs}
+        if kept:
+            inputs["cut"], inputs["batch"] = kept, batch
+        return inputs
 
     def cut_batch(self, args: list, kwargs: dict) -> tuple[list, dict]:
         """Keep the first few samples of inputs that share the first input's leading size."""
@@ -428,14 +429,15 @@ class Harness(RepositoryFiles):
             self.busy = True
             try:
                 file, script = name.partition("::")[0], _is_main(frame.f_globals["__name__"])
-                record = self.unit_record(file, script, tuple(values), {})
-                record.update(
-                    kind="function",
-                    line=self.line(code.co_filename, code.co_firstlineno),
-                    pending=id(frame),
-                    globals=self.script_globals([code], frame.f_globals, file) if script else {},
-                )
-                self.units[name] = record
+                self.units[name] = {
+                    "kind": "function",
+                    "file": file,
+                    "line": self.line(code.co_filename, code.co_firstlineno),
+                    "script": script,
+                    **self.unit_inputs(tuple(values), {}),
+                    "globals": self.script_globals([code], frame.f_globals, file) if script else {},
+                    "pending": id(frame),
+                }
             except UnitUnavailable as exc:
                 self.skipped[name] = str(exc)
             except Exception as exc:  # noqa: BLE001 - recording must never stop the program
@@ -466,7 +468,7 @@ class Harness(RepositoryFiles):
         for name, record in list(self.units.items()):
             if record.pop("pending", None) is not None:
                 del self.units[name]
-        result = {
+        result: HarnessRecord = {
             "steps": self.steps + self.backwards,
             "files": self.files_run(),
             "units": self.units,
