@@ -17,7 +17,7 @@ from pathlib import Path
 import git
 import pytest
 
-from pytpu.engine.testgen import accelerator, discover
+from pytpu.engine.testgen import accelerator, short_command
 from pytpu.runtime import support
 
 FIXTURE = Path(__file__).parent / "fixtures" / "no_cuda"
@@ -186,7 +186,7 @@ def test_nanogpt_globals_name_their_device(tmp_path):
 
 def test_both_sides_run_the_command_with_the_accelerator_on(tmp_path):
     root = _script(tmp_path, 'parser.add_argument("--no-cuda", action="store_true")')
-    run = discover.run_command(root, "python train.py --no-cuda --epochs 1", root / "tests")
+    run = short_command.run_command(root, "python train.py --no-cuda --epochs 1", root / "tests")
     assert run.given == "python train.py --no-cuda --epochs 1"
     assert run.command == run.on_cpu.command == "python train.py --epochs 1"  # recorded so
     assert run.on_xla.command == "python train.py --epochs 1"
@@ -206,7 +206,7 @@ def test_the_original_side_takes_its_accelerator_path_on_the_cpu(tmp_path):
         "loader = {'shuffle': True} if use else {}\n"
         "print('path', use, device, torch.randn(2, device=device).device, loader)\n"
     )
-    command = discover.run_command(tmp_path, "python train.py --no-accel", tmp_path / "t")
+    command = short_command.run_command(tmp_path, "python train.py --no-accel", tmp_path / "t")
     run = support.run_program(tmp_path, command.command, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "path True cuda cpu {'shuffle': True}" in run.stdout

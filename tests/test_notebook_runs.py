@@ -16,9 +16,10 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from pytpu.engine.testgen import discover, record
+from pytpu.engine.testgen import invocation, program_settings, record, short_command
 from pytpu.engine.verify import benchmark
 from pytpu.runtime import kernel, support
+from pytpu.runtime.command import runnable
 
 PYTPU = [sys.executable, "-m", "pytpu.engine.cli"]
 RUNNER = "python -m pytpu.runtime.notebook train.ipynb"
@@ -132,15 +133,18 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 )
 def test_a_command_that_runs_a_notebook_names_it_as_its_entry(tmp_path, command):
     repo = _repo(tmp_path / "repo")
-    given = discover.run_command(repo, command, repo / "tests" / "pytpu")
+    given = short_command.run_command(repo, command, repo / "tests" / "pytpu")
     assert given.entry == "train.ipynb"
     # A notebook has no command-line flags or step settings: those degrade to none.
     assert given.accelerator_flag is None
-    assert discover.setting_variants(repo, given) == ([], [])
-    assert discover.step_settings(repo, discover.program_call(repo, given.command), command) == []
+    assert program_settings.setting_variants(repo, given) == ([], [])
+    assert (
+        program_settings.step_settings(repo, invocation.program_call(repo, given.command), command)
+        == []
+    )
     # A bare notebook, which a shell cannot run, is given to PyTPU's runner.
-    assert discover.runnable("train.ipynb") == RUNNER
-    assert discover.runnable("cd nb && A=1 train.ipynb") == f"cd nb && A=1 {RUNNER}"
+    assert runnable("train.ipynb") == RUNNER
+    assert runnable("cd nb && A=1 train.ipynb") == f"cd nb && A=1 {RUNNER}"
 
 
 def test_the_runner_s_process_hands_over_to_its_kernel(monkeypatch):

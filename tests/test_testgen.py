@@ -15,7 +15,7 @@ import torch
 
 import pytpu.runtime
 from pytpu.engine import processes, pytest_runs
-from pytpu.engine.testgen import discover, record
+from pytpu.engine.testgen import discover, program_settings, record, short_command
 from pytpu.runtime import support
 
 FIXTURE = Path(__file__).parent / "fixtures" / "testgen" / "tiny"
@@ -250,12 +250,12 @@ def test_inventory_finds_module_classes_and_training_steps(tmp_path):
 
 def test_run_command_is_built_from_the_scripts_own_short_run_flags(tmp_path):
     repo = _copy(FIXTURE, tmp_path)
-    command = discover.run_command(repo, None, repo / "tests" / "pytpu")
+    command = short_command.run_command(repo, None, repo / "tests" / "pytpu")
     assert command.given == "python train.py --steps 4"
     # Both sides run it with the opt-in `--cuda` (before the migration, its CUDA path on the CPU).
     assert command.command == command.on_xla.command == "python train.py --steps 4 --cuda"
     assert command.accelerator_flag == "--cuda" and command.guessed
-    given = discover.run_command(repo, "cd . && python train.py", repo / "tests" / "pytpu")
+    given = short_command.run_command(repo, "cd . && python train.py", repo / "tests" / "pytpu")
     assert given.entry == "train.py" and not given.guessed
 
 
@@ -278,8 +278,8 @@ def test_settings_the_script_branches_on_give_variants_of_the_command(tmp_path):
     )
 
     def variants(command):
-        run = discover.run_command(tmp_path, command, tmp_path / "tests" / "pytpu")
-        found, skipped = discover.setting_variants(tmp_path, run)
+        run = short_command.run_command(tmp_path, command, tmp_path / "tests" / "pytpu")
+        found, skipped = program_settings.setting_variants(tmp_path, run)
         return (
             [(v.argument, v.line) for v in found],
             [(v.argument, reason) for v, reason in skipped],

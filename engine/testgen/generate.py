@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pytpu.engine import pytest_runs
-from pytpu.engine.testgen import discover, invocation, record, suite, workspace
+from pytpu.engine.testgen import (
+    discover,
+    invocation,
+    program_settings,
+    record,
+    short_command,
+    suite,
+    workspace,
+)
 
 DEFAULT_OUT = "tests/pytpu"
 MAX_TOTAL_BYTES = 8 << 20  # recorded data per repository
@@ -106,7 +114,7 @@ def generate(
     started = time.perf_counter()
     inventory = discover.inventory(root, out_dir)
     result.errors.extend(inventory.errors)
-    command = discover.run_command(root, run, out_dir)
+    command = short_command.run_command(root, run, out_dir)
     if command is None:
         raise TestgenError(f"{root}: no script to run found; give the short command with --run")
     result.command = command.command
@@ -144,15 +152,17 @@ def generate(
 
 
 def _variants_to_try(
-    root: Path, command: discover.RunCommand, result: GenerationResult
-) -> list[discover.Variant]:
+    root: Path, command: short_command.RunCommand, result: GenerationResult
+) -> list[program_settings.Variant]:
     """The command with one setting changed, up to MAX_VARIANTS; the others are named untested."""
-    variants, not_run = discover.setting_variants(root, command)
-    for variant in variants[discover.MAX_VARIANTS :]:
-        not_run.append((variant, f"not tried (at most {discover.MAX_VARIANTS} per generation)"))
+    variants, not_run = program_settings.setting_variants(root, command)
+    for variant in variants[program_settings.MAX_VARIANTS :]:
+        not_run.append(
+            (variant, f"not tried (at most {program_settings.MAX_VARIANTS} per generation)")
+        )
     for variant, reason in not_run:
         result.untested.append(Untested("program", variant.title, reason))
-    return variants[: discover.MAX_VARIANTS]
+    return variants[: program_settings.MAX_VARIANTS]
 
 
 @contextmanager

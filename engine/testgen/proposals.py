@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytpu.engine.source_roots import source_roots
-from pytpu.engine.testgen import discover, invocation
+from pytpu.engine.testgen import invocation, short_command
 from pytpu.runtime import command as shell
 
 README = re.compile(r"readme(\.\w+)?", re.IGNORECASE)
@@ -87,7 +87,7 @@ def _starts_a_program(text: str) -> bool:
 def _shortened(root: Path, command: str, call: invocation.ProgramCall) -> str:
     """The command with the script's short-run flags it does not set, after its arguments."""
     given = [w.value for w in call.arguments]
-    added = discover.short_run_flags(root / call.entry, given)
+    added = short_command.short_run_flags(root / call.entry, given)
     extra = [w for w in added if w not in {g.split("=", 1)[0] for g in given}]
     if not extra:
         return command
@@ -118,6 +118,6 @@ def _console_scripts(root: Path) -> list[Proposal]:
 
 def _scripts(root: Path, suite_dir: Path) -> list[Proposal]:
     return [
-        Proposal(discover.short_command(root, script), script.relative_to(root).as_posix())
-        for script in discover.entry_scripts(root, suite_dir)
+        Proposal(short_command.short_command(root, script), script.relative_to(root).as_posix())
+        for script in short_command.entry_scripts(root, suite_dir)
     ]

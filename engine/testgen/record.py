@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytpu.engine import processes
-from pytpu.engine.testgen import discover, workspace
+from pytpu.engine.testgen import program_settings, workspace
 from pytpu.runtime import launch
 from pytpu.runtime.records import HarnessRecord, StepRecord, UnitRecord
 
@@ -56,9 +56,10 @@ class Run:
 
 @dataclass
 class VariantRuns:
-    """The runs of the program with one setting changed (discover.Variant), or why it failed."""
+    """The runs of the program with one setting changed (a `program_settings.Variant`), or why
+    it failed."""
 
-    variant: discover.Variant
+    variant: program_settings.Variant
     runs: list[Run] = field(default_factory=list)
     failure: str | None = None
 

@@ -16,7 +16,7 @@ import black
 import jinja2
 
 import pytpu.runtime
-from pytpu.engine.testgen import accelerator, discover
+from pytpu.engine.testgen import accelerator, discover, program_settings, short_command
 from pytpu.runtime.cells import source_file
 from pytpu.runtime.command import is_notebook
 
@@ -105,7 +105,7 @@ class StepPlan:
 class VariantPlan:
     """The program run with one setting changed: the metric lines it prints."""
 
-    variant: discover.Variant
+    variant: program_settings.Variant
     metrics: list[list[Any]]
 
     @property
@@ -120,7 +120,7 @@ class SuitePlan:
 
     root: Path
     out: Path
-    command: discover.RunCommand
+    command: short_command.RunCommand
     timeout: float
     units: list[Unit]
     steps: list[StepPlan]

@@ -33,7 +33,7 @@ from pathlib import Path
 import msgspec
 
 from pytpu.engine import processes
-from pytpu.engine.testgen import accelerator, discover, invocation, workspace
+from pytpu.engine.testgen import accelerator, invocation, program_settings, workspace
 from pytpu.engine.verify import measured, speedup_estimate
 from pytpu.engine.verify.measured import Side, StepBenchmark
 from pytpu.runtime import launch
@@ -289,11 +289,11 @@ def longer(
             "PyTPU found no Python script in the command to raise a step or epoch setting of"
             f" (it reads `python x.py`, `python -m module`, `torchrun x.py`); {ASK}"
         )
-    switches = discover.short_run_switches(root, call)
+    switches = program_settings.short_run_switches(root, call)
     if switches:
         changes = tuple(invocation.Change(invocation.DROP, switch) for switch in switches)
         return Longer(invocation.changed(root, command, changes), changes)
-    found = [s for s in discover.step_settings(root, call, command) if s.value > 0]
+    found = [s for s in program_settings.step_settings(root, call, command) if s.value > 0]
     if not found:
         return (
             f"PyTPU found no step or epoch setting in {call.entry} to raise ({LOOKED_FOR}); {ASK}"
