@@ -9,16 +9,12 @@ repository defines. What it saw is written at exit, one file per process.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import atexit
-import dataclasses
 import dis
-import enum
 import functools
 import inspect
 import linecache
-import math
 import os
 import sys
 import types
@@ -28,11 +24,13 @@ from typing import Any
 
 import torch
 
+from pytpu.runtime import descriptions
 from pytpu.runtime.cells import MAGIC_BODY, source_file
+from pytpu.runtime.descriptions import describable_output, describe, describe_input
 from pytpu.runtime.host_random import HostRandom
 from pytpu.runtime.placement import SEED, map_tensors, seed_everything, tensors
 from pytpu.runtime.records import HarnessRecord, StepRecord, UnitInputs, UnitRecord
-from pytpu.runtime.repository_files import RepositoryFiles
+from pytpu.runtime.repository_files import RepositoryFiles, class_file, is_main, module_file
 from pytpu.runtime.support import UnitUnavailable, batch_size, definitions
 
 # --- the harness ---------------------------------------------------------------------------------
@@ -123,8 +121,7 @@ class Harness(RepositoryFiles):
         if self.capture:
             self._watch_units()
         atexit.register(self.write)
-        global _class_source
-        _class_source = self.class_source
+        descriptions.class_source = self.class_source  # (a notebook's classes by their cell)
 
     def cell_ran(self) -> None:
         # In a kernel, IPython clears the notebook's namespace at exit, by an atexit function
@@ -140,7 +137,7 @@ class Harness(RepositoryFiles):
         filename = class_file(cls)
         if filename and self.in_repo(filename):
             return str(self.root / self.relative(filename))
-        if _is_main(cls.__module__) and self.notebooks():
+        if is_main(cls.__module__) and self.notebooks():
             return str(self.root / self.notebooks()[0])
         return filename or ""
 
@@ -335,7 +332,7 @@ class Harness(RepositoryFiles):
             return
         try:
             file = name.partition("::")[0]
-            script = _is_main(cls.__module__)
+            script = is_main(cls.__module__)
             inputs = self.unit_inputs(args, kwargs)
             functions = [f for f in vars(cls).values() if isinstance(f, types.FunctionType)]
             namespace = functions[0].__globals__ if functions else vars(sys.modules[cls.__module__])
@@ -428,7 +425,7 @@ class Harness(RepositoryFiles):
                 return
             self.busy = True
             try:
-                file, script = name.partition("::")[0], _is_main(frame.f_globals["__name__"])
+                file, script = name.partition("::")[0], is_main(frame.f_globals["__name__"])
                 self.units[name] = {
                     "kind": "function",
                     "file": file,
@@ -449,7 +446,7 @@ class Harness(RepositoryFiles):
             if record is None or record.get("pending") != id(frame):
                 return
             del record["pending"]
-            if not tensors(arg) or not _describable_output(arg):
+            if not tensors(arg) or not describable_output(arg):
                 del self.units[name]
                 self.skipped.setdefault(name, "does not return tensors")
 
@@ -587,43 +584,6 @@ def first_layer_input(module: torch.nn.Module) -> tuple[torch.Tensor, str]:
     raise UnitUnavailable("no embedding, linear, convolution or recurrent layer to size an input")
 
 
-_MAIN_FILE = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None
-
-
-def _is_main(module_name: str) -> bool:
-    """Code of a script run as the program, or of a notebook's cells (a kernel's `__main__`)."""
-    return module_name in ("__main__", "__mp_main__")
-
-
-def class_file(cls: type) -> str | None:
-    """The file a class is defined in: its module's, or for a class of a notebook's cell (its
-    module `__main__` has no file), that of its methods' code."""
-    filename = module_file(sys.modules.get(cls.__module__))
-    if filename is None and _is_main(cls.__module__):
-        codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
-        # not the methods a dataclass makes from strings (`<string>`)
-        filename = next((c.co_filename for c in codes if not c.co_filename.startswith("<")), None)
-    return filename
-
-
-# How a description names a class's file: the installed harness names a notebook's classes by
-# their cell (`Harness.class_source`).
-_class_source: Any = lambda cls: class_file(cls) or ""  # noqa: E731
-
-
-def module_file(module: types.ModuleType | None) -> str | None:
-    """A module's file; Python drops `__main__.__file__` when the script ends, so its path is
-    also taken from sys.argv (at start-up, before the program could change directory)."""
-    filename = getattr(module, "__file__", None)
-    is_main = getattr(module, "__name__", None) == "__main__"
-    if filename is None and is_main:
-        main = sys.argv[0] if sys.argv and sys.argv[0] else None
-        filename = _MAIN_FILE if _MAIN_FILE and main and Path(main).name in _MAIN_FILE else None
-    if not isinstance(filename, str) or not (is_main or os.path.isabs(filename)):
-        return None  # (`torch.ops` says `_ops.py`: a name, not a file in the current folder)
-    return os.path.abspath(filename)
-
-
 def _device_executions() -> int | None:
     """What ran on the migrated side's device: XLA's executed graphs, or the ops the TorchTPU
     stand-in ran (None: neither is loaded, or TorchTPU's own device, which counts nothing)."""
@@ -639,86 +599,9 @@ def _device_executions() -> int | None:
     )
 
 
-def _describable_output(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_describable_output(v) for v in value)
-    return isinstance(value, (int, float, bool, type(None)))
-
-
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
-
-
-def describe_input(value: Any) -> None:
-    """Inputs are stored as data: tensors, plain values and containers of them."""
-    if isinstance(value, torch.Tensor) or value is None:
-        return
-    if isinstance(value, (bool, int, float, str)):
-        return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            describe_input(item)
-        return
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        for item in value.values():
-            describe_input(item)
-        return
-    raise UnitUnavailable(f"an input of type {type(value).__name__} cannot be recorded as data")
-
-
-def describe(value: Any) -> dict[str, Any]:
-    """A JSON description of a constructor argument or script value that can be written as code."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return {"literal": value}
-    if isinstance(value, float):
-        return {"literal": value} if math.isfinite(value) else {"code": f"float('{value}')"}
-    if isinstance(value, (list, tuple)):
-        return {"sequence": type(value).__name__, "items": [describe(v) for v in value]}
-    if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
-        return {"mapping": [[describe(k), describe(v)] for k, v in value.items()]}
-    if isinstance(value, torch.dtype):
-        return {"code": str(value), "imports": ["torch"]}
-    if isinstance(value, torch.device):
-        return {"device": True}
-    if isinstance(value, argparse.Namespace):
-        return {
-            "call": "argparse.Namespace",
-            "imports": ["argparse"],
-            "kwargs": _fields(vars(value)),
-        }
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-        return {"class": _class_reference(type(value)), "kwargs": _fields(fields)}
-    if isinstance(value, enum.Enum):
-        return {"class": _class_reference(type(value)), "member": value.name}
-    if isinstance(value, type) or callable(value):
-        module = getattr(value, "__module__", None)
-        qualname = getattr(value, "__qualname__", None)
-        if module and qualname and "<" not in qualname and module.split(".")[0] == "torch":
-            return {"code": f"{_public_torch_path(module, qualname)}", "imports": ["torch"]}
-    raise UnitUnavailable(f"a value of type {type(value).__name__} cannot be written as code")
-
-
-def _public_torch_path(module: str, qualname: str) -> str:
-    import torch.nn  # noqa: F401 - resolve public aliases below
-
-    for public in ("torch", "torch.nn", "torch.nn.functional"):
-        namespace = sys.modules.get(public)
-        if namespace is not None and getattr(namespace, qualname, None) is not None:
-            if getattr(namespace, qualname).__module__ == module:
-                return f"{public}.{qualname}"
-    return f"{module}.{qualname}"
-
-
-def _fields(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: describe(item) for key, item in values.items()}
-
-
-def _class_reference(cls: type) -> dict[str, str]:
-    return {"module": cls.__module__, "file": _class_source(cls), "qualname": cls.__qualname__}
 
 
 @functools.cache

@@ -1,8 +1,11 @@
-"""Which files a program runs are the repository's own code, for the harness and the CUDA map."""
+"""Which files a program runs are the repository's own code, for the harness and the CUDA map;
+the file a class or module is defined in."""
 
 from __future__ import annotations
 
 import os
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +70,35 @@ class RepositoryFiles:
     def notebooks(self) -> list[str]:
         """The notebooks whose cells ran in this process (a kernel), relative to the root."""
         return self._cells.notebooks if self._cells is not None and self.offsets else []
+
+
+_MAIN_FILE = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None
+
+
+def is_main(module_name: str) -> bool:
+    """Code of a script run as the program, or of a notebook's cells (a kernel's `__main__`)."""
+    return module_name in ("__main__", "__mp_main__")
+
+
+def class_file(cls: type) -> str | None:
+    """The file a class is defined in: its module's, or for a class of a notebook's cell (its
+    module `__main__` has no file), that of its methods' code."""
+    filename = module_file(sys.modules.get(cls.__module__))
+    if filename is None and is_main(cls.__module__):
+        codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+        # not the methods a dataclass makes from strings (`<string>`)
+        filename = next((c.co_filename for c in codes if not c.co_filename.startswith("<")), None)
+    return filename
+
+
+def module_file(module: types.ModuleType | None) -> str | None:
+    """A module's file; Python drops `__main__.__file__` when the script ends, so its path is
+    also taken from sys.argv (at start-up, before the program could change directory)."""
+    filename = getattr(module, "__file__", None)
+    is_main = getattr(module, "__name__", None) == "__main__"
+    if filename is None and is_main:
+        main = sys.argv[0] if sys.argv and sys.argv[0] else None
+        filename = _MAIN_FILE if _MAIN_FILE and main and Path(main).name in _MAIN_FILE else None
+    if not isinstance(filename, str) or not (is_main or os.path.isabs(filename)):
+        return None  # (`torch.ops` says `_ops.py`: a name, not a file in the current folder)
+    return os.path.abspath(filename)
