@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any, TextIO
 
 from pytpu.bot.jobqueue import Job, JobStore
 from pytpu.bot.webhook import WebhookApp
+from pytpu.runtime import launch
 
 log = logging.getLogger("pytpu.bot.service")
 QUEUE_FILE = "queue.sqlite3"
@@ -109,7 +109,7 @@ class Workers:
         self.settings = settings
         self._wake = threading.Condition()
         self._stopping = threading.Event()
-        self._running: dict[int, tuple[Job, subprocess.Popen]] = {}
+        self._running: dict[int, tuple[Job, launch.Running]] = {}
         self._stopped: set[int] = set()  # jobs the shutdown stopped: queued again, not failed
         self._threads = [
             threading.Thread(target=self._work, name=f"pytpu-worker-{n}", daemon=True)
@@ -151,16 +151,11 @@ class Workers:
         command = [*self.settings.job_command, str(self.store.path), str(job.id)]
         started = time.monotonic()
         log.info("job started", extra=_fields(job))
-        process = subprocess.Popen(
-            command,
-            env=self.settings.job_environment,
-            stdout=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # the shutdown stops the job's whole process group
-        )
+        # (in a session of its own: the shutdown stops the job's whole process group)
+        process = launch.start(command, None, self.settings.job_environment, inherit_stderr=True)
         self._running[job.id] = (job, process)
         try:
-            out, _ = process.communicate()
+            finished = process.wait()
         finally:
             del self._running[job.id]
         seconds = round(time.monotonic() - started, 3)
@@ -168,7 +163,7 @@ class Workers:
             self.store.release(job, "stopped by a shutdown: queued again")
             log.info("job queued again", extra={**_fields(job), "seconds": seconds})
             return
-        outcome = _outcome(out, process.returncode)
+        outcome = _outcome(finished.stdout, finished.returncode)
         self.store.finish(job, outcome["ok"], outcome["message"])
         log.info(
             "job done" if outcome["ok"] else "job failed",
@@ -185,21 +180,14 @@ class Workers:
         for job, process in list(self._running.values()):
             self._stopped.add(job.id)
             log.warning("stopping a job at shutdown", extra=_fields(job))
-            _signal_group(process, signal.SIGTERM)
+            process.signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_SECONDS
         while self._running and time.monotonic() < deadline:
             time.sleep(0.1)
         for _, process in list(self._running.values()):
-            _signal_group(process, signal.SIGKILL)
+            process.signal(signal.SIGKILL)
         for thread in self._threads:
             thread.join(STOP_SECONDS)
-
-
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _outcome(out: str, returncode: int) -> dict[str, Any]:

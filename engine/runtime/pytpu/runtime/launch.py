@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pytpu.runtime.channel import STARTUP, settings_value
 
@@ -185,29 +185,73 @@ class Finished:
     timed_out: bool
 
 
-def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float) -> Finished:
-    """Run `command` (a shell line, or an argument list) in `cwd` in a session of its own.
+class Running:
+    """A child process started in a session of its own, its output going to files (so that
+    processes it leaves behind do not hold its pipes open). `wait` ends it: whatever is left of
+    its session is killed then."""
 
-    Its output goes to files, so that processes it leaves behind do not hold the run open; at the
-    end, by itself or at `timeout`, whatever is left of its session is killed."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        process = subprocess.Popen(
-            command, shell=isinstance(command, str), cwd=cwd, env=env, stdout=out, stderr=err,
-            text=True, start_new_session=True,
-        )  # fmt: skip
+    def __init__(
+        self,
+        command: str | list[str],
+        cwd: Path | None,
+        env: dict[str, str],
+        inherit_stderr: bool = False,
+    ):
+        self.started = time.perf_counter()
+        self._out = tempfile.TemporaryFile("w+")
+        # (a long-lived job's log lines go where its caller's go, as they come)
+        self._err = None if inherit_stderr else tempfile.TemporaryFile("w+")
+        try:
+            self.process = subprocess.Popen(
+                command, shell=isinstance(command, str), cwd=cwd, env=env, stdout=self._out,
+                stderr=self._err, text=True, start_new_session=True,
+            )  # fmt: skip
+        except BaseException:
+            self._out.close()
+            if self._err is not None:
+                self._err.close()
+            raise
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the process and everything it started in its session."""
+        try:
+            os.killpg(self.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout: float | None = None) -> Finished:
+        """Wait for the process (at most `timeout` seconds), then kill what is left of its
+        session, and hand back its exit and output."""
         timed_out = False
         try:
-            process.wait(timeout=timeout)
+            self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            process.wait()
-        out.seek(0)
-        err.seek(0)
-        seconds = time.perf_counter() - started
-        return Finished(process.returncode, out.read(), err.read(), seconds, timed_out)
+            self.signal(signal.SIGKILL)
+            self.process.wait()
+        stdout, stderr = _read(self._out), "" if self._err is None else _read(self._err)
+        seconds = time.perf_counter() - self.started
+        return Finished(self.process.returncode, stdout, stderr, seconds, timed_out)
+
+
+def _read(file: IO[str]) -> str:
+    with file:
+        file.seek(0)
+        return file.read()
+
+
+def start(
+    command: str | list[str], cwd: Path | None, env: dict[str, str], inherit_stderr: bool = False
+) -> Running:
+    """Start `command` (a shell line, or an argument list) in `cwd` (None: this process's
+    folder) in a session of its own: for a process its caller may have to stop (the bot's jobs,
+    at a shutdown). With `inherit_stderr` its standard error is this process's."""
+    return Running(command, cwd, env, inherit_stderr)
+
+
+def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float) -> Finished:
+    """Run `command` (a shell line, or an argument list) in `cwd` in a session of its own.
+
+    At the end, by itself or at `timeout`, whatever is left of its session is killed."""
+    return start(command, cwd, env).wait(timeout)
