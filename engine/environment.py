@@ -37,7 +37,6 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import (
@@ -217,27 +216,6 @@ class ProgramEnvironment:
     stand_in: dict[str, str] | None = None
     autoload: Path | None = None
     virtual_devices: int = 1  # XLA:CPU devices the migrated side has (CPU_NUM_DEVICES)
-
-    def as_dict(self) -> dict[str, Any]:
-        declared = {
-            key: value if isinstance(value, dict) else list(value)
-            for key, value in asdict(self.declared).items()
-        }
-        return {
-            "own": self.scripts is None,
-            "python": self.python,
-            "python_version": ".".join(map(str, sys.version_info[:3])),  # (the same interpreter)
-            "torch": self.torch,
-            "backend": self.backend,
-            "installed": [{"name": n, "version": v} for n, v in self.installed],
-            "cached": self.cached,
-            "base": self.base,
-            "left_out": list(self.left_out),
-            "device": self.device,
-            "stand_in": self.stand_in,
-            "seconds": round(self.seconds, 1),
-            "declared": declared,
-        }
 
 
 def declared(root: Path, settings: Config, chosen: Target | None = None) -> Declared:

@@ -264,7 +264,6 @@ def test_the_settings_keys_are_checked(tmp_path):
 def test_nothing_declared_runs_in_pytpus_environment(tmp_path):
     prepared = environment.prepare(tmp_path, config.Config(), cache=tmp_path / "cache")
     assert prepared.scripts is None and prepared.python == sys.executable
-    assert prepared.as_dict()["own"] is True
     assert not (tmp_path / "cache").exists()
 
 

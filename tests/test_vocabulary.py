@@ -15,6 +15,7 @@ from pytpu.engine.rewriter.vocabulary import (
     ANALYSES,
     CONDITIONS,
     CONTEXTS,
+    MARKS,
     MATCH_KINDS,
     WORDS,
     Condition,
@@ -41,6 +42,19 @@ def test_every_entry_is_used_by_a_rule() -> None:
     for registry in WORDS:
         unused = set(registry.names()) - used[registry.title]
         assert not unused, f"{registry.title} nobody uses: {sorted(unused)}"
+
+
+def test_every_position_mark_is_used() -> None:
+    """A position mark nobody matches on goes too: each is offered to a match kind some rule
+    uses, or named by a rule (`match: {marked: NAME}`)."""
+    knowledge = kb.default()
+    used: set[str] = set()
+    for case in (case for rule in knowledge.rules for case in rule.cases):
+        used.update(case.kind.marks)
+        if case.kind.marks_of is not None:
+            used.update(case.kind.marks_of(case))
+    unused = set(MARKS.names()) - used
+    assert not unused, f"position marks nobody uses: {sorted(unused)}"
 
 
 def test_registering_a_name_twice_fails() -> None:

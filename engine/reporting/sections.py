@@ -16,6 +16,7 @@ writes the schema again (a test fails while it is stale).
 from __future__ import annotations
 
 import statistics
+import sys
 import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -249,7 +250,22 @@ def benchmarks(
 @section("environment", template="environment.md.j2")
 def environment(stages: Stages) -> model.Environment:
     """Where the programs ran."""
-    return msgspec.convert(stages.environment.as_dict(), model.Environment)
+    env = stages.environment
+    return model.Environment(
+        own=env.scripts is None,
+        python=env.python,
+        python_version=".".join(map(str, sys.version_info[:3])),  # (the same interpreter)
+        torch=env.torch,
+        backend=env.backend,
+        installed=[model.Installed(name=name, version=version) for name, version in env.installed],
+        cached=env.cached,
+        base=env.base,
+        left_out=list(env.left_out),
+        device=env.device,
+        stand_in=None if env.stand_in is None else msgspec.convert(env.stand_in, model.StandIn),
+        seconds=round(env.seconds, 1),
+        declared=msgspec.convert(env.declared, model.Declared, from_attributes=True),
+    )
 
 
 @section("machine", template="machine.md.j2")

@@ -4,12 +4,15 @@ Five registries, one per part of a rule: match kinds (`match: {namespace: [...]}
 (`where:`), contexts (`context:`), actions (`action:`) and the engine's built-in analyses
 (`match: {engine: ...}`). Each entry is one registered object with its name, its description
 for the docs, its implementation and, where it has one, its pre-filter words. The schema's enums
-(`kb/schema.json`) and the vocabulary section of `docs/kb.md` are generated from them. A sixth
-registry holds the per-file facts the entries share (`facts/`, `contract.Fact`).
+(`kb/schema.json`) and the vocabulary section of `docs/kb.md` are generated from them. Two more
+registries serve the entries: the position marks the walk puts on nodes before it reaches them
+(`marks/`, `PositionMark`: a device argument, a load location), offered to match kinds, and the
+per-file facts the entries share (`facts/`, `contract.Fact`). A fact is read by entries, not by
+rules: a rule that depends on one uses a context or condition that reads it.
 
 Adding an entry is one Python file in the matching sub-package (`conditions/`, `contexts/`,
-`matches/`, `actions/`, `analyses/`, `facts/`) that calls the registry's `register`: every module
-there is imported when the vocabulary is first used. Its hooks receive the protocols of
+`matches/`, `actions/`, `analyses/`, `marks/`, `facts/`) that calls the registry's `register`:
+every module there is imported when the vocabulary is first used. Its hooks receive the protocols of
 `contract.py` (a `Walk`, an `Edit`, a `Case`) and nothing else; `register` checks each hook's
 parameters against the call the engine makes.
 """
