@@ -154,3 +154,12 @@ def test_a_crash_with_no_traceback_is_summed_up_by_its_known_cause():
     assert exit_message("the program", 1, "step 1\nkilled\n").startswith(
         "the program exited with 1: killed"
     )
+    # gordicaleksa/pytorch-GAT: an epoch loop whose step is in a closure got no barrier; the
+    # graphs grew every epoch until LLVM aborted the process
+    output = (
+        "epoch 9\nallocateMappedMemory failed with error: Cannot allocate memory\n"
+        "LLVM ERROR: Unable to allocate section memory!\n"
+    )
+    message = exit_message("the program", 134, output).splitlines()[0]
+    assert message.startswith("the program exited with 134 (an abort): XLA's CPU compiler")
+    assert "no barrier" in message

@@ -437,13 +437,21 @@ def _may_leave(statement: cst.CSTNode, leaves: tuple[type, ...] = _LEAVES) -> bo
 
 
 def _function_index(module: cst.Module) -> dict[str, cst.FunctionDef]:
-    """Functions and methods defined at the top of the module or of its classes, by name."""
+    """Functions and methods defined at the top of the module or of its classes, by name; then
+    the functions defined inside those (a closure a factory returns, `main_loop =
+    get_main_loop(...)` in gordicaleksa/pytorch-GAT, called by the name it was defined with),
+    where no function at the top has the name."""
     out: dict[str, cst.FunctionDef] = {}
+    outer: list[cst.FunctionDef] = []
     for statement in module.body:
         if type(statement) is cst.FunctionDef:
-            out.setdefault(statement.name.value, statement)
+            outer.append(statement)
         elif type(statement) is cst.ClassDef:
-            for item in _body(statement):
-                if type(item) is cst.FunctionDef:
-                    out.setdefault(item.name.value, item)
+            outer.extend(item for item in _body(statement) if type(item) is cst.FunctionDef)
+    for definition in outer:
+        out.setdefault(definition.name.value, definition)
+    for definition in outer:
+        for node in cst_nodes.walk(definition.body):  # (every depth)
+            if type(node) is cst.FunctionDef:
+                out.setdefault(node.name.value, node)
     return out

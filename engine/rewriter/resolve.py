@@ -24,7 +24,9 @@ from libcst.metadata import (
 from pytpu.engine.rewriter import cst_nodes, patterns
 
 _BUILTINS = frozenset(dir(builtins))
-MODULE_ROOTS = ("torch", "torch_xla")
+# Names under these are modules or their members, never a tensor a `$x.method()` pattern means:
+# numpy's functions share names with tensor methods (`np.unique`, `np.nonzero`).
+MODULE_ROOTS = ("torch", "torch_xla", "numpy")
 Scope = tuple[int, ...]
 
 

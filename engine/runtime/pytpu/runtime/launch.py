@@ -55,8 +55,20 @@ CRASH_CAUSES = {
         " large graphs: device values read on the host with no barrier before the reads each"
         " compile the pending work again"
     ),
+    "Unable to allocate section memory": (
+        "XLA's CPU compiler could map no more memory for compiled code (allocateMappedMemory)"
+        " after compiling a graph after graph: the graphs grew with every step, a training loop"
+        " whose steps end at no barrier (see where PYTPU701 put one, and the benchmark's graphs)"
+    ),
 }
-_SIGNALS = {-11: "a segmentation fault", 139: "a segmentation fault", -9: "SIGKILL", 137: "SIGKILL"}
+_SIGNALS = {
+    -11: "a segmentation fault",
+    139: "a segmentation fault",
+    -9: "SIGKILL",
+    137: "SIGKILL",
+    -6: "an abort",
+    134: "an abort",
+}
 
 
 def failure_summary(output: str, limit: int = 300) -> str:
