@@ -437,21 +437,21 @@ def _may_leave(statement: cst.CSTNode, leaves: tuple[type, ...] = _LEAVES) -> bo
 
 
 def _function_index(module: cst.Module) -> dict[str, cst.FunctionDef]:
-    """Functions and methods defined at the top of the module or of its classes, by name; then
-    the functions defined inside those (a closure a factory returns, `main_loop =
-    get_main_loop(...)` in gordicaleksa/pytorch-GAT, called by the name it was defined with),
-    where no function at the top has the name."""
+    """Functions and methods defined at the top of the module or of its classes (in module-level
+    `if`/`try` blocks too), by name; then the functions defined inside those (a closure a factory
+    returns, `main_loop = get_main_loop(...)` in gordicaleksa/pytorch-GAT, called by the name it
+    was defined with), where no function outside a function has the name."""
     out: dict[str, cst.FunctionDef] = {}
-    outer: list[cst.FunctionDef] = []
-    for statement in module.body:
-        if type(statement) is cst.FunctionDef:
-            outer.append(statement)
-        elif type(statement) is cst.ClassDef:
-            outer.extend(item for item in _body(statement) if type(item) is cst.FunctionDef)
-    for definition in outer:
+    definitions = [node for node in cst_nodes.walk(module) if type(node) is cst.FunctionDef]
+    nested = {
+        id(inner)
+        for definition in definitions
+        for inner in cst_nodes.walk(definition.body)
+        if type(inner) is cst.FunctionDef
+    }
+    for definition in definitions:  # (outside functions first: their names win)
+        if id(definition) not in nested:
+            out.setdefault(definition.name.value, definition)
+    for definition in definitions:
         out.setdefault(definition.name.value, definition)
-    for definition in outer:
-        for node in cst_nodes.walk(definition.body):  # (every depth)
-            if type(node) is cst.FunctionDef:
-                out.setdefault(node.name.value, node)
     return out
