@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
 import typer.core
 import typer.main
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from pytpu.engine.config import Config
     from pytpu.engine.rewriter.checkout import RunResult
 
 PLUGIN_GROUP = "pytpu.commands"
@@ -93,6 +95,19 @@ TargetOption = Annotated[
         show_default=False,
     ),
 ]
+DataParallelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--data-parallel",
+        click_type=click.Choice(["none", "spmd"]),
+        help=(
+            "spmd: shard each training batch over every XLA device (one program, SPMD);"
+            " none: one device. Default: the `data_parallel` of the repository's settings,"
+            " else none."
+        ),
+        show_default=False,
+    ),
+]
 CheckOption = Annotated[
     bool,
     typer.Option("--check", help="Exit with 1 when there is something to do (see above)."),
@@ -103,24 +118,34 @@ def _err(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def _target_for(path: Path, given: str | None) -> str:
-    """--target, else the `target` of the settings of the repository PATH is in (the nearest
-    folder up with `.github/pytpu.yml`, or the git root), as `migrate` would use it."""
+def _repository_settings(path: Path) -> Config:
+    """The settings of the repository PATH is in (the nearest folder up with
+    `.github/pytpu.yml`, or the git root), as `migrate` would use them; the defaults (with a
+    message) when they cannot be read."""
     from pytpu.engine import config
 
-    if given is not None:
-        return given
     folder = path.resolve() if path.is_dir() else path.resolve().parent
     for candidate in (folder, *folder.parents):
         if (candidate / ".git").exists() or any(
             (candidate / f).is_file() for f in config.YAML_FILES
         ):
             try:
-                return config.load(candidate).target
+                return config.load(candidate)
             except config.ConfigError as exc:
-                _err(f"{exc}; this run uses the default target, torch_xla")
-                return "torch_xla"
-    return config.load(folder).target  # (no repository: PYTPU_TARGET, else the default)
+                _err(f"{exc}; this run uses the default target, torch_xla, and default settings")
+                return config.Config()
+    return config.load(folder)  # (no repository: PYTPU_TARGET, else the default)
+
+
+def _choices(
+    path: Path, target: str | None, data_parallel: str | None
+) -> tuple[str, dict[str, str]]:
+    """The target and the settings that choose rules: the options, else the repository's."""
+    settings = _repository_settings(path)
+    chosen = settings.rule_settings
+    if data_parallel is not None:
+        chosen = {**chosen, "data_parallel": data_parallel}
+    return (target if target is not None else settings.target), chosen
 
 
 def _stdout() -> Console:
@@ -227,6 +252,7 @@ def rewrite_command(
     check: CheckOption = False,
     json_file: JsonOption = None,
     target: TargetOption = None,
+    data_parallel: DataParallelOption = None,
 ) -> None:
     """Migrate the Python files under PATH to torch_xla (or --target's backend).
 
@@ -239,8 +265,10 @@ def rewrite_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target = _target_for(path, target)
-    run = checkout.run(path, target=target, write=write, progress=_progress("Rewriting"))
+    target, chosen = _choices(path, target, data_parallel)
+    run = checkout.run(
+        path, target=target, write=write, progress=_progress("Rewriting"), settings=chosen
+    )
     _print_errors(run)
     for result in run.changed:
         if diff:
@@ -262,6 +290,7 @@ def analyze_command(
     check: CheckOption = False,
     json_file: JsonOption = None,
     target: TargetOption = None,
+    data_parallel: DataParallelOption = None,
 ) -> None:
     """Report what migrating PATH would convert and what a person must review; change nothing.
 
@@ -272,8 +301,10 @@ def analyze_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target = _target_for(path, target)
-    run = checkout.run(path, target=target, write=False, progress=_progress("Analyzing"))
+    target, chosen = _choices(path, target, data_parallel)
+    run = checkout.run(
+        path, target=target, write=False, progress=_progress("Analyzing"), settings=chosen
+    )
     _print_errors(run)
     review.print_analysis(run, _stdout())
     if json_file is not None:

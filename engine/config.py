@@ -71,6 +71,7 @@ class Config:
     timeout: float = 300.0
     benchmark_rounds: int = 5
     virtual_devices: int = 1
+    data_parallel: str = "none"  # "spmd": the KB's data-parallel rules shard each batch
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
@@ -89,6 +90,11 @@ class Config:
         if self._include is not None and not self._include.match_file(relative_path):
             return False
         return not self._exclude.match_file(relative_path)
+
+    @property
+    def rule_settings(self) -> dict[str, str]:
+        """The settings that choose KB rules (a rule's `settings`), with their values."""
+        return {"data_parallel": self.data_parallel}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -515,6 +521,7 @@ _VALUES: dict[str, Callable[[Any], Any]] = {
     "timeout": float,
     "benchmark_rounds": int,
     "virtual_devices": int,
+    "data_parallel": _same,
     "requirements": _files,
     "setup": _commands,
 }

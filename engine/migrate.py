@@ -173,7 +173,13 @@ def migration_message(target: str) -> str:
 
 
 def _rewrite(settings: config_module.Config, work: Path) -> MigrationCommit:
-    run = checkout.run(work, target=settings.target, write=True, select=settings.selects)
+    run = checkout.run(
+        work,
+        target=settings.target,
+        write=True,
+        select=settings.selects,
+        settings=settings.rule_settings,
+    )
     paths = [f.path for f in run.changed]
     message = migration_message(settings.target)
     return MigrationCommit(run, gitrepo.commit_paths(work, paths, message, _migration_body(run)))

@@ -95,6 +95,21 @@ def test_rewrite_write_changes_the_file_and_a_second_run_has_nothing_to_do(proje
     assert invoke("rewrite", project, "--check").exit_code == 0
 
 
+def test_data_parallel_chooses_the_spmd_rules(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\n\nif __name__ == '__main__':\n    main()\n", encoding="utf-8"
+    )
+    assert "PYTPU891" not in invoke("rewrite", tmp_path, "--diff").stdout
+    assert (
+        "+        xr.use_spmd()"
+        in invoke("rewrite", tmp_path, "--diff", "--data-parallel", "spmd").stdout
+    )
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github/pytpu.yml").write_text("data_parallel: spmd\n", encoding="utf-8")
+    assert "PYTPU891" in invoke("rewrite", tmp_path, "--diff").stdout  # the repository's setting
+    assert "PYTPU891" not in invoke("rewrite", tmp_path, "--diff", "--data-parallel", "none").stdout
+
+
 def test_rewrite_diff_and_write_together_is_a_usage_error(project: Path) -> None:
     result = invoke("rewrite", project, "--diff", "--write")
     assert result.exit_code == 2

@@ -122,6 +122,7 @@ def test_yaml_values_are_read(tmp_path, name):
         timeout: 60
         benchmark_rounds: 7
         virtual_devices: 4
+        data_parallel: spmd
         """,
     )
     loaded = load(tmp_path)
@@ -137,6 +138,7 @@ def test_yaml_values_are_read(tmp_path, name):
         "timeout": 60.0,
         "benchmark_rounds": 7,
         "virtual_devices": 4,
+        "data_parallel": "spmd",
         "requirements": None,
         "setup": [],
         "source": name,
@@ -152,6 +154,7 @@ def test_yaml_values_are_read(tmp_path, name):
             "timeout",
             "benchmark_rounds",
             "virtual_devices",
+            "data_parallel",
         ],
         "target_source": None,
     }
@@ -410,6 +413,10 @@ def test_the_actions_target_input_applies_where_the_settings_set_none(tmp_path, 
             "virtual_devices: 0\n",
             ".github/pytpu.yml:1: `virtual_devices` must be a whole number of devices, 1 to 64,"
             " not 0; e.g. 4",
+        ),
+        (
+            "data_parallel: ddp\n",
+            ".github/pytpu.yml:1: `data_parallel` must be one of none, spmd, not 'ddp'",
         ),
         # the first problem in the file's order, whether the schema or the code finds it
         ("tests: '..'\ntolerance: -1\n", ".github/pytpu.yml:1: `tests` must be a folder inside"),

@@ -13,8 +13,14 @@ from pytpu.engine.rewriter import kb
 from pytpu.engine.rewriter.checkout import migrate_text, rule_index
 
 KB = kb.default()
-# A rule's examples are checked with the rules of its first target.
+# A rule's examples are checked with the rules of its first target, chosen by its settings.
 INDEXES = {target: rule_index(target) for target in kb.TARGET_VERSIONS}
+
+
+def _index(rule):
+    return rule_index(rule.targets[0], None, tuple(sorted(rule.settings.items())))
+
+
 EXAMPLES = [(rule, i, ex) for rule in KB.rules for i, ex in enumerate(rule.examples)]
 UNCHANGED = [(rule, i, text) for rule in KB.rules for i, text in enumerate(rule.unchanged)]
 
@@ -23,7 +29,7 @@ UNCHANGED = [(rule, i, text) for rule in KB.rules for i, text in enumerate(rule.
     ("rule", "index", "example"), EXAMPLES, ids=lambda v: getattr(v, "id", str(v))
 )
 def test_example_rewrites_as_documented(rule, index, example):
-    after, findings = migrate_text(example.before, INDEXES[rule.targets[0]], example.path)
+    after, findings = migrate_text(example.before, _index(rule), example.path)
     assert after == example.after, f"{rule.id} example {index + 1} ({rule.path})"
     if rule.cases[0].analysis is None:  # built-in analyses have no site of their own
         assert rule.id in {f.rule.id for f in findings}, f"{rule.id}'s example does not exercise it"
@@ -34,7 +40,7 @@ def test_example_rewrites_as_documented(rule, index, example):
 )
 def test_example_output_is_stable(rule, index, example):
     """Running the engine over its own output changes nothing (idempotence)."""
-    again, _ = migrate_text(example.after, INDEXES[rule.targets[0]], example.path)
+    again, _ = migrate_text(example.after, _index(rule), example.path)
     assert again == example.after
 
 
@@ -42,7 +48,7 @@ def test_example_output_is_stable(rule, index, example):
     ("rule", "index", "text"), UNCHANGED, ids=lambda v: getattr(v, "id", str(v))
 )
 def test_unchanged_examples_stay_unchanged(rule, index, text):
-    after, findings = migrate_text(text, INDEXES[rule.targets[0]])
+    after, findings = migrate_text(text, _index(rule))
     assert after == text
     assert rule.id not in {f.rule.id for f in findings if f.case.changes_code}
 
@@ -190,3 +196,15 @@ def test_every_case_gives_the_pre_filter_a_word():
     assert frozenset() not in INDEXES["torch_xla"].alternatives
     text = "import torch\nx = 1\n"  # no CUDA word: skipped without parsing
     assert not INDEXES["torch_xla"].may_match(text)
+
+
+def test_a_rule_with_settings_is_chosen_only_by_them():
+    spmd = {rule.id for rule in KB.rules if rule.settings.get("data_parallel") == "spmd"}
+    assert {"R-SPMD-01", "R-SPMD-02"} <= spmd
+    assert not spmd & {rule.id for rule in KB.select("torch_xla")}
+    assert not spmd & {
+        rule.id for rule in KB.select("torch_xla", settings={"data_parallel": "none"})
+    }
+    chosen = {rule.id for rule in KB.select("torch_xla", settings={"data_parallel": "spmd"})}
+    assert spmd <= chosen
+    assert {rule.id for rule in KB.select("torch_xla")} <= chosen

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -77,14 +77,21 @@ class RunResult:
 
 
 @cache
-def rule_index(target: str = kb_module.DEFAULT_TARGET, version: str | None = None) -> RuleIndex:
-    """The installed KB's rules for the target, indexed (kept in the user's cache)."""
+def rule_index(
+    target: str = kb_module.DEFAULT_TARGET,
+    version: str | None = None,
+    settings: tuple[tuple[str, str], ...] = (),
+) -> RuleIndex:
+    """The installed KB's rules for the target and the migration's settings (pairs such as
+    `("data_parallel", "spmd")`), indexed (kept in the user's cache)."""
 
     def build() -> RuleIndex:
         knowledge = kb_module.default()
-        return RuleIndex(knowledge, knowledge.select(target, Version(version) if version else None))
+        chosen = knowledge.select(target, Version(version) if version else None, dict(settings))
+        return RuleIndex(knowledge, chosen)
 
-    return index_cache.load_or_build(kb_module.kb_dir(), f"{target}=={version}", build)
+    key = f"{target}=={version}" + "".join(f";{k}={v}" for k, v in sorted(settings))
+    return index_cache.load_or_build(kb_module.kb_dir(), key, build)
 
 
 def parse_target(text: str) -> tuple[str, str | None]:
@@ -167,11 +174,13 @@ def run(
     write: bool = False,
     progress: Callable[[Iterable[Path], int], Iterable[Path]] | None = None,
     select: Callable[[str], bool] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Rewrite (or, without `write`, only plan) every Python file and notebook under `root`;
-    `select` (given the path relative to `root`) leaves out what the configuration excludes."""
+    `select` (given the path relative to `root`) leaves out what the configuration excludes;
+    `settings` are the migration settings that choose rules (`{"data_parallel": "spmd"}`)."""
     name, version = parse_target(target)
-    compiled = rule_index(name, version)
+    compiled = rule_index(name, version, tuple(sorted((settings or {}).items())))
     root = root.absolute()
     files, problems = discover(root, notebooks=True)
     base = root if root.is_dir() else root.parent

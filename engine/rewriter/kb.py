@@ -13,6 +13,7 @@ import ast
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -109,9 +110,16 @@ class Rule:
     path: str
     raw: dict[str, Any]
     cases: list[RuleCase] = field(default_factory=list)
+    # the migration settings that select the rule (`data_parallel: spmd`); none: every migration
+    settings: dict[str, str] = field(default_factory=dict)
 
     def valid_for(self, target: str, version: Version) -> bool:
         return target in self.versions and version in self.versions[target]
+
+    def chosen_by(self, settings: Mapping[str, str]) -> bool:
+        """Whether the migration's settings select the rule: each setting the rule names must
+        have the rule's value."""
+        return all(settings.get(key) == value for key, value in self.settings.items())
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -139,9 +147,17 @@ class KnowledgeBase:
         key = key.strip()
         return self.by_id.get(key) or self.by_code.get(key.upper())
 
-    def select(self, target: str = DEFAULT_TARGET, version: Version | None = None) -> list[Rule]:
+    def select(
+        self,
+        target: str = DEFAULT_TARGET,
+        version: Version | None = None,
+        settings: Mapping[str, str] | None = None,
+    ) -> list[Rule]:
+        """The rules for the target's release and the migration's settings (a rule that names
+        settings is chosen only by them)."""
         version = version or TARGET_VERSIONS[target]
-        return [r for r in self.rules if r.valid_for(target, version)]
+        settings = settings or {}
+        return [r for r in self.rules if r.valid_for(target, version) and r.chosen_by(settings)]
 
 
 @cache
@@ -360,6 +376,7 @@ def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
         imports=list(raw.get("imports", [])),
         path=path,
         raw=raw,
+        settings=dict(raw.get("settings", {})),
     )
     keys = ("match", "where", "replace", "action", "note", "context")
     shared = {k: raw[k] for k in keys if k in raw}  # with `cases`: what every case has

@@ -200,6 +200,9 @@ def rule_markdown(rule: Rule, level: int = 3, with_anchor: bool = True) -> str:
         f"- **Effort:** {diag.effort} ({minutes} min per site that needs review)",
         f"- **Message:** {diag.message}",
     ]
+    if rule.settings:
+        chosen = ", ".join(f"`{key}: {value}`" for key, value in rule.settings.items())
+        lines.append(f"- **Chosen by the settings:** {chosen} (`.github/pytpu.yml`)")
     if rule.imports:
         lines.append("- **Adds imports:** " + ", ".join(f"`import {m}`" for m in rule.imports))
     lines += [f"- **Source:** <{diag.source}>", ""]

@@ -129,6 +129,8 @@ _KEY_STEPS: dict[type, Callable[[Any], cst.CSTNode]] = {
     cst.Subscript: lambda n: n.value,
     cst.Expr: lambda n: n.value,
     cst.With: lambda n: n.items[0].item,
+    cst.If: lambda n: n.test,  # `if __name__ == '__main__':` is dispatched on `__name__`
+    cst.Tuple: lambda n: n.elements[0].value if n.elements else n,
     cst.IfExp: lambda n: n.test,
     cst.Decorator: lambda n: n.decorator,
     cst.Comparison: lambda n: n.left,

@@ -87,7 +87,7 @@ class Rewriter(cst.CSTTransformer):
         self.deleting: set[int] = set()
         self.produced_true: set[int] = set()
         self.removed_marker: set[int] = set()
-        self.inserts: dict[int, list[tuple[Finding, list[cst.SimpleStatementLine]]]] = {}
+        self.inserts: dict[int, list[tuple[Finding, list[cst.BaseStatement]]]] = {}
         self.suite_inserts: dict[int, tuple[Finding, cst.BaseSmallStatement]] = {}
         self.suite_added: dict[int, Finding] = {}  # statements added on a line, not yet kept
         self.noted: set[str] = set()  # codes whose note the file already got
@@ -304,17 +304,23 @@ class Rewriter(cst.CSTTransformer):
         """Add a statement after the matched one (once): on its own line, or after it in a
         one-line block (`if x: torch.manual_seed(0)`)."""
         plan, original, updated = edit.plan, edit.original, edit.updated
-        if id(original) not in self.analysis.statement_values or len(self.stack) < 2:
+        if isinstance(original, cst.BaseSmallStatement) and self.stack:
+            expr, holder = original, self.stack[-1]  # the site is a statement (`x = x.to(d)`)
+        elif id(original) not in self.analysis.statement_values or len(self.stack) < 2:
             return updated  # not a statement of its own: nothing to insert after
-        expr, holder = self.stack[-1], self.stack[-2]
+        else:
+            expr, holder = self.stack[-1], self.stack[-2]
         rendered = self.render(patterns.parse_code(code), plan.bindings)
         if isinstance(rendered, cst.BaseExpression):
             rendered = cst.Expr(value=rendered)
         if not isinstance(holder, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             return _DEFERRED
-        if isinstance(holder, cst.SimpleStatementLine) and holder.body[-1] is expr:
-            line = cst.SimpleStatementLine(body=[rendered])
+        compound = isinstance(rendered, cst.BaseCompoundStatement)  # (`if ...:` and its block)
+        if isinstance(holder, cst.SimpleStatementLine) and (compound or holder.body[-1] is expr):
+            line = rendered if compound else cst.SimpleStatementLine(body=[rendered])
             self.inserts.setdefault(id(holder), []).append((plan.finding, [line]))
+        elif compound:
+            return updated  # no line of its own to follow (`if x: a = b`): left as it is
         else:
             # `a; b` or `if x: a`: the new statement goes right after, on the same line
             self.suite_inserts[id(expr)] = (plan.finding, rendered)

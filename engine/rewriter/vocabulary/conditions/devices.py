@@ -1,7 +1,11 @@
-"""Conditions on what names a device: `'cuda'`, `f'cuda:{rank}'`, `'cuda:' + str(i)`."""
+"""Conditions on what names a device: `'cuda'`, `f'cuda:{rank}'`, `'cuda:' + str(i)`, and on
+what holds one (`device`, `torch.device('cuda')`)."""
+
+import libcst as cst
 
 from pytpu.engine.rewriter import devices
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 CUDA = {frozenset({"cuda"})}  # a CUDA device string is spelled out in the file
 
@@ -31,3 +35,24 @@ for name, doc, kinds in (
             words=lambda _: CUDA,
         )
     )
+
+
+def _holds_device(node: cst.CSTNode, calls: list[str], walk: Walk) -> bool:
+    """A device: a CUDA device string, a value whose name is a device name (`device`,
+    `self.device`, `args.device`: the `names` of `device_positions`), or a call of one of
+    `calls` (`torch.device('cuda')`)."""
+    if devices.cuda_device_kind(node) is not None or walk.positions.is_device_valued(node):
+        return True
+    return type(node) is cst.Call and bool(walk.resolver.qualified_names(node.func) & set(calls))
+
+
+CONDITIONS.register(
+    Condition(
+        name="holds_device",
+        doc="is a device: a CUDA device string, a name the KB's `device_positions.names` call a "
+        "device (`device`, `self.device`, `args.device`), or a call of one of the listed "
+        "functions (`torch.device`)",
+        check=_holds_device,
+        parameter={"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}},
+    )
+)

@@ -9,6 +9,14 @@ from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 CONTEXTS.register(
     Context(
+        name="in_step",
+        doc="only inside a training or evaluation loop",
+        holds=lambda walk: walk.in_step(),
+        words=step_words,
+    )
+)
+CONTEXTS.register(
+    Context(
         name="step_unthrottled",
         doc="only inside a training or evaluation loop, and not under an `if` that runs every "
         "n-th step (`if step % 10 == 0:`)",

@@ -17,9 +17,9 @@ def _match(walk: Walk, node: cst.CSTNode, _cases: list[Case]) -> bool:
     other rules that match too add their flags to the same site."""
     kind = type(node)
     key = patterns.index_key(node)
-    if key is None:
+    if key is None and kind is not cst.Assign:  # (`a, b = ...` is dispatched on its value)
         return False
-    candidates = walk.index.patterns.get((kind, key))
+    candidates = walk.index.patterns.get((kind, key)) if key is not None else None
     if candidates is None and (kind is cst.Call or kind is cst.Name):
         candidates = walk.aliased_candidates(node, key)
     if kind is cst.Assign:

@@ -42,8 +42,12 @@ def seed_everything(seed: int = SEED) -> None:
     if device_kind() == "xla":
         import torch_xla.backends
         import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
 
-        xm.set_rng_state(seed)
+        # The seed is a device tensor, and a program that turns SPMD on (`xr.use_spmd()`, with
+        # several devices) crashes on device tensors made before: it seeds its own generator.
+        if xr.global_runtime_device_count() == 1:
+            xm.set_rng_state(seed)
         # Full fp32 matmuls, as on the CPU, so that recorded numbers can be compared.
         torch_xla.backends.set_mat_mul_precision("highest")
 
