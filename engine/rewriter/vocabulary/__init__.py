@@ -109,6 +109,9 @@ class Action:
     claims: Callable[[cst.CSTNode, Any], list[cst.CSTNode]] | None = None  # replaced whole
     order: int = 50  # several keys of one action mapping apply in this order
     at_module_top: bool = False  # nothing changes at the site: a statement after the imports
+    # the site's own code stays (a statement is added beside it or inside it): rules may still
+    # rewrite what the pattern covers (`x.to(d, non_blocking=True)` in a matched statement)
+    keeps_site: bool = False
     statement_only: bool = False  # only a statement can take it (a value is flagged instead)
     removes_names: bool = False  # the matched names are gone from the code
     shows_code: bool = False  # its value is code: the docs show it as a code block

@@ -21,6 +21,7 @@ ACTIONS.register(
         apply=lambda edit, node, value: edit.insert_after(value),
         statement_only=True,
         shows_code=True,
+        keeps_site=True,
     )
 )
 ACTIONS.register(
@@ -64,5 +65,6 @@ ACTIONS.register(
         describe=lambda value: "this statement begins the matched block",
         apply=_begin_body,
         shows_code=True,
+        keeps_site=True,
     )
 )
