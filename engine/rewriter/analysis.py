@@ -461,7 +461,8 @@ class FileAnalysis:
             self.first_site = self.top_index
         self.on_path.update(path if path is not None else (id(n) for n in self.path))
         self.on_path.add(id(node))
-        if case.template is not None or not all(action.keeps_site for action, _ in case.actions):
+        keeps_site = case.template is None and bool(case.actions)
+        if not (keeps_site and all(action.keeps_site for action, _ in case.actions)):
             self.claimed.update(id(n) for n in bindings.covered)
         self.claimed.add(id(node))
         for action, value in case.actions:
