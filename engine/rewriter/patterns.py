@@ -29,6 +29,7 @@ from pytpu.engine.rewriter.cst_nodes import (
     iter_children,
     literal_value,
     normalise_commas,
+    walk,
 )
 
 _CONSTANTS = frozenset({"True", "False", "None"})
@@ -362,11 +363,13 @@ class _TemplateRenderer(cst.CSTTransformer):
         rests: dict[str, list[cst.Arg]],
         dotted: DottedRenderer,
         quote: str,
+        local_names: set[str],
     ):
         self.nodes = nodes
         self.rests = rests
         self.dotted = dotted
         self.quote = quote
+        self.local_names = local_names  # names the template binds itself (`for part in ...`)
 
     def leave_SimpleString(
         self, original: cst.SimpleString, updated: cst.SimpleString
@@ -378,12 +381,16 @@ class _TemplateRenderer(cst.CSTTransformer):
         return updated.with_changes(value=f"{self.quote}{body}{self.quote}")
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return not is_qualified_pattern(node)
+        return not is_qualified_pattern(node) or self._local(node)
+
+    def _local(self, node: cst.Attribute) -> bool:
+        root = chain_root(node)
+        return isinstance(root, cst.Name) and root.value in self.local_names
 
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression:
-        if is_qualified_pattern(original):
+        if is_qualified_pattern(original) and not self._local(original):
             return self.dotted(dotted_name(original))
         return _bound_tightly(original, updated, "value")
 
@@ -452,8 +459,28 @@ def _bound_tightly(original: Node, updated: Node, *fields: str) -> Node:
     return updated.with_changes(**changes) if changes else updated
 
 
+def _bound_names(template: cst.CSTNode) -> set[str]:
+    """The plain names a template binds itself (loop, comprehension and assignment targets):
+    its own variables, not modules to import (`part.dim()` in `for part in (...)`)."""
+    found: set[str] = set()
+    for node in walk(template):
+        targets: list[cst.CSTNode] = []
+        if isinstance(node, (cst.For, cst.CompFor)):
+            targets = [node.target]
+        elif isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AnnAssign, cst.NamedExpr)):
+            targets = [node.target]
+        for target in targets:
+            found.update(n.value for n in walk(target) if isinstance(n, cst.Name))
+    return {name for name in found if wildcard_name(cst.Name(name)) is None}
+
+
 def render(
     template: cst.CSTNode, bindings: Bindings, dotted: DottedRenderer, quote: str = "'"
 ) -> cst.CSTNode:
     """Fill a template's wildcards with bound nodes and render its dotted names."""
-    return template.visit(_TemplateRenderer(bindings.nodes, bindings.rests, dotted, quote))
+    renderer = _TemplateRenderer(
+        bindings.nodes, bindings.rests, dotted, quote, _bound_names(template)
+    )
+    return template.visit(renderer)
