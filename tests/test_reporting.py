@@ -326,7 +326,14 @@ def test_the_evidence_counts_the_devices_used_and_present():
     doc["benchmarks"][0]["target"].update(devices=1, devices_present=4)
     assert (
         "- Devices used: ⚠️ **1 of 4**: each step ran on 1 device while 3 stayed idle; only data"
-        " parallelism over a mesh of every device (SPMD) uses them all"
+        " parallelism over a mesh of every device (SPMD) uses them all (the setting"
+        " `data_parallel: spmd`)"
+    ) in section(render(doc), "XLA evidence")
+    doc["benchmarks"][0]["target"].update(devices=4, devices_present=4)
+    assert (
+        "- Devices used: 4 of 4: one SPMD program, each step's batch split over the devices; the"
+        " batch a step sees is the program's own (its global batch), so its learning rate stays"
+        " right\n"
     ) in section(render(doc), "XLA evidence")
 
 
