@@ -81,6 +81,7 @@ class RuleIndex:
         self.positions = devices.DevicePositions.from_kb(kb.device_positions)
         self.loop_settings = LoopSettings.from_kb(kb.loops)
         self.launchers = frozenset(kb.loops.get("launchers", []))
+        self.process_groups = frozenset(kb.loops.get("process_groups", []))
         self.rank_guards = devices.RankGuards.from_kb(kb.rank_guards)
 
     def _index_patterns(self, case: RuleCase) -> None:

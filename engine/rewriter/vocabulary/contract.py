@@ -122,6 +122,9 @@ class Index(Protocol):
     @property
     def launchers(self) -> frozenset[str]: ...  # the KB's process launchers
 
+    @property
+    def process_groups(self) -> frozenset[str]: ...  # calls that join a process group
+
 
 class Walk(Protocol):
     """Pass 1 over one module (`analysis.FileAnalysis`): its queries, and the hooks' acts

@@ -5,6 +5,7 @@ import libcst as cst
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 from pytpu.engine.rewriter.vocabulary.facts.launches import launches
+from pytpu.engine.rewriter.vocabulary.facts.process_groups import joins_process_group
 
 
 def _runs_at_import(walk: Walk) -> bool:
@@ -26,5 +27,14 @@ CONTEXTS.register(
         "defaults) of a file that launches processes (`mp.spawn`, `torch_xla.launch`): code "
         "that runs before the launch, in the parent",
         holds=lambda walk: walk.fact(launches) and _runs_at_import(walk),
+    )
+)
+CONTEXTS.register(
+    Context(
+        name="single_program",
+        doc="only in a file that neither launches processes (`mp.spawn`, `torch_xla.launch`) "
+        "nor joins a process group (`init_process_group`, as torchrun's workers do): a program "
+        "that is one process, not one of several",
+        holds=lambda walk: not walk.fact(launches) and not walk.fact(joins_process_group),
     )
 )
