@@ -235,6 +235,9 @@ class Snippet:
     values: tuple[tuple[str, str], ...]  # (the reference statement, its value)
     target: str = kb.DEFAULT_TARGET  # whose rules migrate it
     settings: tuple[tuple[str, str], ...] = ()  # the settings that choose its rule
+    # a script that trains at module level (R-SPMD-01's `single_script` case): inside a
+    # function or class it is another program, which that case leaves alone
+    module_level: bool = False
 
     @property
     def index(self) -> RuleIndex:
@@ -280,7 +283,12 @@ def split_example(
             reference = line if isinstance(small, cst.Expr) else f"{VALUE} = {value}"
             values.append((reference + "\n", value))
     one = "; ".join(lines) if one_line else ""
-    return Snippet(label, imports, body, one, tuple(values), target, settings)
+    index = checkout.rule_index(target, None, settings)
+    findings = checkout.migrate_text(before, index)[1]
+    module_level = any(
+        f.case.context is not None and f.case.context.name == "single_script" for f in findings
+    )
+    return Snippet(label, imports, body, one, tuple(values), target, settings, module_level)
 
 
 SNIPPETS = [
@@ -289,6 +297,8 @@ SNIPPETS = [
     )
     for rule, i, ex in EXAMPLES
 ]
+# contexts whose hole is inside a function or class body
+DEFINITIONS = {"nested_function", "async_function", "method", "class_body", "decorated_function"}
 Case = tuple[Context, Snippet, tuple[str, str] | None]
 CASES: list[Case] = [
     (context, snippet, value)
@@ -296,6 +306,7 @@ CASES: list[Case] = [
     for snippet in SNIPPETS
     # (under `data_parallel: spmd` the main guard is itself a site: R-SPMD-01 begins it)
     if not (context.name == "main_guard" and ("data_parallel", "spmd") in snippet.settings)
+    and not (snippet.module_level and context.name in DEFINITIONS)
     for value in {
         "hole": [None],
         "line": [None] if snippet.line else [],

@@ -534,11 +534,15 @@ class FileAnalysis:
         """Whether a top-level statement of the module is `code`, whatever its aliases."""
         assert self.module is not None
         wanted = _parsed(code)
+        compound = isinstance(wanted, cst.BaseCompoundStatement)  # (`if ...:` and its block)
         for statement in self.module.body:
-            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+            if compound:
+                target = statement
+            elif type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
                 continue
-            small = statement.body[0]
-            target = small.value if type(small) is cst.Expr else small
+            else:
+                small = statement.body[0]
+                target = small.value if type(small) is cst.Expr else small
             if patterns.match(wanted, target, self.resolver, patterns.Bindings()):
                 return True
         return False

@@ -32,7 +32,9 @@ from pytpu.engine.rewriter.cst_nodes import (
     walk,
 )
 
-_CONSTANTS = frozenset({"True", "False", "None"})
+# names matched as written: literals, and the module's own globals (`__name__`), which no
+# import or assignment binds
+_CONSTANTS = frozenset({"True", "False", "None", "__name__", "__file__"})
 WILDCARD_PREFIX = "__pytpu_w_"
 REST_PREFIX = "__pytpu_r_"
 _WILDCARD_RE = re.compile(r"\$(\*?)([A-Za-z_][A-Za-z0-9_]*)")
@@ -193,7 +195,7 @@ def match(
         bindings.nodes[name] = target
         return True
     if type(pattern) is cst.Name and pattern.value in _CONSTANTS:
-        # (`True`, `False`, `None` are literals, not names to resolve)
+        # (`True`, `False`, `None` are literals, `__name__` the module's own: not names to resolve)
         if type(target) is cst.Name and target.value == pattern.value:
             bindings.covered.append(target)
             return True
@@ -223,9 +225,11 @@ def match(
             return False
         bindings.covered.append(target)
         return matcher(pattern, target, resolver, bindings)
-    if type(target) is type(pattern) and _normalised(pattern) == _normalised(target):
-        bindings.covered.append(target)
-        return True
+    if type(target) is type(pattern):
+        normalised = _normalised(pattern)
+        if normalised is not None and normalised == _normalised(target):
+            bindings.covered.append(target)
+            return True
     return False
 
 
@@ -332,6 +336,32 @@ def _match_with(
     return True
 
 
+def _is_ellipsis_block(block: cst.BaseSuite) -> bool:
+    """A pattern's `...` body: any body matches."""
+    statements = getattr(block, "body", ())
+    if isinstance(block, cst.IndentedBlock):
+        lines = list(statements)
+        if len(lines) != 1 or not isinstance(lines[0], cst.SimpleStatementLine):
+            return False
+        statements = lines[0].body
+    return (
+        len(statements) == 1
+        and isinstance(statements[0], cst.Expr)
+        and isinstance(statements[0].value, cst.Ellipsis)
+    )
+
+
+def _match_if(pattern: cst.If, target: cst.If, resolver: NameLookup, bindings: Bindings) -> bool:
+    """`if test:` and its block; a pattern's `...` block takes any block (and `else`)."""
+    if not match(pattern.test, target.test, resolver, bindings):
+        return False
+    if _is_ellipsis_block(pattern.body):
+        return True
+    if (pattern.orelse is None) != (target.orelse is None) or pattern.orelse is not None:
+        return False  # (an `else` in a pattern is not needed yet)
+    return match(pattern.body, target.body, resolver, bindings)
+
+
 _STRUCTURAL: dict[type, Callable[..., bool]] = {
     cst.IfExp: _match_fields("test", "body", "orelse"),
     cst.BinaryOperation: _match_fields("operator", "left", "right"),
@@ -350,6 +380,9 @@ _STRUCTURAL: dict[type, Callable[..., bool]] = {
     cst.Expr: _match_fields("value"),
     cst.Decorator: _match_fields("decorator"),
     cst.With: _match_with,
+    cst.If: _match_if,
+    cst.IndentedBlock: _match_fields("body"),
+    cst.SimpleStatementLine: _match_fields("body"),
 }
 
 

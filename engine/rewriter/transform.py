@@ -385,7 +385,8 @@ class Rewriter(cst.CSTTransformer):
             statement = self.render(patterns.parse_code(case.action("setup")), patterns.Bindings())
             if isinstance(statement, cst.BaseExpression):
                 statement = cst.Expr(value=statement)
-            line = cst.SimpleStatementLine(body=[statement])
+            compound = isinstance(statement, cst.BaseCompoundStatement)
+            line = statement if compound else cst.SimpleStatementLine(body=[statement])
             text = self._comment(finding)
             lines.append(self._with_comments(line, [(text, finding)]) if text else line)
             self.findings.append(finding)

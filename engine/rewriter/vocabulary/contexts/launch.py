@@ -6,6 +6,7 @@ from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 from pytpu.engine.rewriter.vocabulary.facts.launches import launches
 from pytpu.engine.rewriter.vocabulary.facts.process_groups import joins_process_group
+from pytpu.engine.rewriter.vocabulary.facts.top_level_training import trains_at_top_level
 
 
 def _runs_at_import(walk: Walk) -> bool:
@@ -36,5 +37,17 @@ CONTEXTS.register(
         "nor joins a process group (`init_process_group`, as torchrun's workers do): a program "
         "that is one process, not one of several",
         holds=lambda walk: not walk.fact(launches) and not walk.fact(joins_process_group),
+    )
+)
+CONTEXTS.register(
+    Context(
+        name="single_script",
+        doc="only in a single program (as `single_program`) with no `if __name__ == "
+        "'__main__':` whose module-level code trains: a script or a notebook",
+        holds=lambda walk: (
+            walk.fact(trains_at_top_level)
+            and not walk.fact(launches)
+            and not walk.fact(joins_process_group)
+        ),
     )
 )

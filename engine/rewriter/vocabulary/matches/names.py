@@ -75,7 +75,9 @@ def _imported_modules(node: cst.Import | cst.ImportFrom) -> list[str]:
 def _import(walk: Walk, node: cst.Import | cst.ImportFrom, cases: list[Case]) -> bool:
     modules = _imported_modules(node)
     for case in cases:
-        if any(_under(m, n) for m in modules for n in case.names):
+        if any(_under(m, n) for m in modules for n in case.names) and walk.satisfies(
+            case, patterns.Bindings()
+        ):
             walk.plan(node, case, patterns.Bindings())
             return True
     return False
