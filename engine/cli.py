@@ -11,6 +11,7 @@ command imports what it uses (the rewriter, the test generator, torch, rich) whe
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -99,11 +100,12 @@ DataParallelOption = Annotated[
     str | None,
     typer.Option(
         "--data-parallel",
-        click_type=click.Choice(["none", "spmd"]),
+        click_type=click.Choice(["auto", "spmd", "none"]),
         help=(
             "spmd: shard each training batch over every XLA device (one program, SPMD);"
-            " none: one device. Default: the `data_parallel` of the repository's settings,"
-            " else none."
+            " none: one device; auto: spmd when the settings give the migrated side several"
+            " devices (virtual_devices). Default: the `data_parallel` of the repository's"
+            " settings, else auto."
         ),
         show_default=False,
     ),
@@ -142,10 +144,9 @@ def _choices(
 ) -> tuple[str, dict[str, str]]:
     """The target and the settings that choose rules: the options, else the repository's."""
     settings = _repository_settings(path)
-    chosen = settings.rule_settings
     if data_parallel is not None:
-        chosen = {**chosen, "data_parallel": data_parallel}
-    return (target if target is not None else settings.target), chosen
+        settings = dataclasses.replace(settings, data_parallel=data_parallel)
+    return (target if target is not None else settings.target), settings.rule_settings
 
 
 def _stdout() -> Console:

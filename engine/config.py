@@ -71,7 +71,7 @@ class Config:
     timeout: float = 300.0
     benchmark_rounds: int = 5
     virtual_devices: int = 1
-    data_parallel: str = "none"  # "spmd": the KB's data-parallel rules shard each batch
+    data_parallel: str = "auto"  # "spmd": the KB's data-parallel rules shard each batch
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
@@ -93,8 +93,12 @@ class Config:
 
     @property
     def rule_settings(self) -> dict[str, str]:
-        """The settings that choose KB rules (a rule's `settings`), with their values."""
-        return {"data_parallel": self.data_parallel}
+        """The settings that choose KB rules (a rule's `settings`), with their values; `auto`
+        data parallelism is SPMD when the migrated side has several devices."""
+        parallel = self.data_parallel
+        if parallel == "auto":
+            parallel = "spmd" if self.virtual_devices > 1 else "none"
+        return {"data_parallel": parallel}
 
     def as_dict(self) -> dict[str, Any]:
         return {

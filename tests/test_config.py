@@ -161,6 +161,15 @@ def test_yaml_values_are_read(tmp_path, name):
     assert isinstance(loaded.tolerance, float)
 
 
+def test_data_parallel_auto_is_spmd_with_several_devices():
+    assert Config().rule_settings == {"data_parallel": "none"}
+    assert Config(virtual_devices=4).rule_settings == {"data_parallel": "spmd"}
+    assert Config(virtual_devices=4, data_parallel="none").rule_settings == {
+        "data_parallel": "none"
+    }
+    assert Config(data_parallel="spmd").rule_settings == {"data_parallel": "spmd"}
+
+
 def test_empty_yaml_gives_defaults(tmp_path):
     write(tmp_path, ".github/pytpu.yml", "# nothing yet\n")
     assert load(tmp_path) == Config(source=".github/pytpu.yml")
@@ -416,7 +425,7 @@ def test_the_actions_target_input_applies_where_the_settings_set_none(tmp_path, 
         ),
         (
             "data_parallel: ddp\n",
-            ".github/pytpu.yml:1: `data_parallel` must be one of none, spmd, not 'ddp'",
+            ".github/pytpu.yml:1: `data_parallel` must be one of auto, spmd, none, not 'ddp'",
         ),
         # the first problem in the file's order, whether the schema or the code finds it
         ("tests: '..'\ntolerance: -1\n", ".github/pytpu.yml:1: `tests` must be a folder inside"),
