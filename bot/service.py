@@ -152,7 +152,7 @@ class Workers:
         started = time.monotonic()
         log.info("job started", extra=_fields(job))
         # (in a session of its own: the shutdown stops the job's whole process group)
-        process = launch.start(command, None, self.settings.job_environment, inherit_stderr=True)
+        process = launch.Running(command, None, self.settings.job_environment, inherit_stderr=True)
         self._running[job.id] = (job, process)
         try:
             finished = process.wait()

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import stat
 import textwrap
@@ -795,6 +796,45 @@ def test_replacement_root_is_not_shadowed_by_a_parameter() -> None:
     calls = [ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)]
     assert not any(c.startswith("torch_xla.") for c in calls), out
     assert ".cuda()" not in out
+
+
+def _answered_by(resolver: str, monkeypatch) -> None:
+    """Make the file's names answered by the import table, or by libcst's scope analysis."""
+    if resolver == "scope analysis":
+        from pytpu.engine.rewriter.resolve import ImportTableResolver
+
+        monkeypatch.setattr(ImportTableResolver, "consistent", lambda self: False)
+
+
+@pytest.mark.parametrize("resolver", ["import table", "scope analysis"])
+def test_a_module_a_plain_import_names_is_no_value_of_a_method_pattern(
+    monkeypatch, resolver
+) -> None:
+    """`pd.unique(x)` is pandas's function, not `$x.unique()` on a tensor `pd` (PYTPU741); a
+    name imported from a module, or a parameter that shadows the import, may be a tensor."""
+    _answered_by(resolver, monkeypatch)
+    source = (
+        "import pandas as pd\nimport pandas.core.algorithms\nimport scipy.special as sp\n"
+        "from data import frame\n\n"
+        "labels = pd.unique(column)\n"
+        "kept = pandas.core.algorithms.unique(column)\n"
+        "where = sp.nonzero(mask)\n"
+        "values = frame.unique()\n\n\n"
+        "def count(pd):\n    return pd.unique()\n"
+    )
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
+    lines = out.splitlines()
+    flagged = [line for before, line in itertools.pairwise(lines) if "PYTPU741" in before]
+    assert flagged == ["values = frame.unique()", "    return pd.unique()"], out
+
+
+@pytest.mark.parametrize("resolver", ["import table", "scope analysis"])
+def test_a_member_of_the_programs_own_module_is_a_run_time_value(monkeypatch, resolver) -> None:
+    """`config.DEVICE` is computed by the program (a module of torch's holds constants)."""
+    _answered_by(resolver, monkeypatch)
+    source = "import config\nimport torch\n\ng = torch.Generator(device=config.DEVICE)\n"
+    out, _ = checkout.migrate_text(source, checkout.rule_index())
+    assert "g = torch.Generator()" in out, out
 
 
 def test_seed_in_a_one_line_if_is_migrated_in_one_run() -> None:

@@ -41,7 +41,7 @@ def test_a_run_past_its_time_limit_is_stopped_and_says_so(tmp_path):
 
 
 def test_a_started_process_stops_with_its_session_when_signalled(tmp_path):
-    running = launch.start(["sh", "-c", f"{SLEEPER} & wait"], tmp_path, dict(os.environ))
+    running = launch.Running(["sh", "-c", f"{SLEEPER} & wait"], tmp_path, dict(os.environ))
     time.sleep(0.3)
     running.signal(signal.SIGTERM)
     finished = running.wait(timeout=10)
@@ -52,8 +52,8 @@ def test_a_started_process_stops_with_its_session_when_signalled(tmp_path):
 
 def test_a_started_process_may_keep_its_callers_standard_error(tmp_path, capfd):
     command = [sys.executable, "-c", "import sys; print('out'); print('log line', file=sys.stderr)"]
-    finished = launch.start(command, tmp_path, dict(os.environ), inherit_stderr=True).wait(30)
+    finished = launch.Running(command, tmp_path, dict(os.environ), inherit_stderr=True).wait(30)
     assert (finished.returncode, finished.stdout, finished.stderr) == (0, "out\n", "")
     assert "log line" in capfd.readouterr().err
-    kept = launch.start(command, tmp_path, dict(os.environ)).wait(30)
+    kept = launch.Running(command, tmp_path, dict(os.environ)).wait(30)
     assert kept.stderr == "log line\n"

@@ -30,7 +30,7 @@ from pytpu.engine.rewriter.imports import ImportTracker, bound_paths
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.loops import DEVICE_WORDS, LoopAnalyzer, LoopPlan
-from pytpu.engine.rewriter.resolve import Resolver
+from pytpu.engine.rewriter.resolve import MODULE_ROOTS, Resolver
 from pytpu.engine.rewriter.vocabulary import PositionMark
 from pytpu.engine.rewriter.vocabulary.contract import Fact
 
@@ -325,6 +325,8 @@ class FileAnalysis:
             # only an import that always runs (not under `if TYPE_CHECKING:` or `try:`)
             self.imports.record(node, self.top_index)
         roots = self.namespace_roots
+        if type(node) is cst.Import:
+            self.resolver.record_modules(node)
         for local, path in bound_paths(node):
             self.resolver.record_import(local, path)
             if any(path == r or path.startswith(r + ".") for r in roots):
@@ -677,7 +679,7 @@ class _TemplateNames:
 
     def is_module(self, node: cst.CSTNode) -> bool:
         name = cst_nodes.dotted_name(node)
-        return name is not None and name.split(".")[0] in ("torch", "torch_xla")
+        return name is not None and name.split(".")[0] in MODULE_ROOTS
 
 
 _TEMPLATE_NAMES = _TemplateNames()

@@ -441,17 +441,13 @@ def _function_index(module: cst.Module) -> dict[str, cst.FunctionDef]:
     `if`/`try` blocks too), by name; then the functions defined inside those (a closure a factory
     returns, `main_loop = get_main_loop(...)` in gordicaleksa/pytorch-GAT, called by the name it
     was defined with), where no function outside a function has the name."""
-    out: dict[str, cst.FunctionDef] = {}
-    definitions = [node for node in cst_nodes.walk(module) if type(node) is cst.FunctionDef]
-    nested = {
-        id(inner)
-        for definition in definitions
-        for inner in cst_nodes.walk(definition.body)
-        if type(inner) is cst.FunctionDef
-    }
-    for definition in definitions:  # (outside functions first: their names win)
-        if id(definition) not in nested:
-            out.setdefault(definition.name.value, definition)
-    for definition in definitions:
-        out.setdefault(definition.name.value, definition)
-    return out
+    outer: dict[str, cst.FunctionDef] = {}
+    nested: dict[str, cst.FunctionDef] = {}
+    stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]  # (a node, inside a function)
+    while stack:  # (pre-order: the first definition of a name wins)
+        node, inside = stack.pop()
+        if type(node) is cst.FunctionDef:
+            (nested if inside else outer).setdefault(node.name.value, node)
+            inside = True
+        stack.extend((child, inside) for child in reversed(list(cst_nodes.iter_children(node))))
+    return nested | outer  # (outside functions first: their names win)

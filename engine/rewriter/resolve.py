@@ -24,9 +24,10 @@ from libcst.metadata import (
 from pytpu.engine.rewriter import cst_nodes, patterns
 
 _BUILTINS = frozenset(dir(builtins))
-# Names under these are modules or their members, never a tensor a `$x.method()` pattern means:
-# numpy's functions share names with tensor methods (`np.unique`, `np.nonzero`).
-MODULE_ROOTS = ("torch", "torch_xla", "numpy")
+# Names imported from under these are modules or their members (`dist.Backend.NCCL`), never a
+# tensor a `$x.method()` pattern means. Other modules are known by their plain imports
+# (`ModulePaths`).
+MODULE_ROOTS = ("torch", "torch_xla")
 Scope = tuple[int, ...]
 
 
@@ -36,6 +37,8 @@ class Resolver(patterns.NameLookup, Protocol):
     scope: Scope  # the enclosing functions and classes of the node being looked at
 
     def record_import(self, local: str, path: str) -> None: ...
+
+    def record_modules(self, statement: cst.Import) -> None: ...  # what it names are modules
 
     def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None: ...
 
@@ -61,6 +64,25 @@ class PublicPaths:
                 module = max((p for p in self.prefixes if name.startswith(p)), key=len)[:-1]
                 extra.add(self.table[module] + name[len(module) :])
         return names | extra if extra else names
+
+
+class ModulePaths:
+    """The modules the file's plain imports name (`import scipy.special as sp`: scipy and
+    scipy.special), whatever they are bound to: a name that stands for one is a module, never a
+    value a `$x.method()` pattern means (`sp.expit(x)`, `np.unique(x)`). A name imported from a
+    module (`from data import frame`) may be any value, and is not one unless a plain import
+    names it too."""
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+
+    def __contains__(self, path: str) -> bool:
+        return path in self.paths
+
+    def add(self, statement: cst.Import) -> None:
+        for name in filter(None, (cst_nodes.dotted_name(a.name) for a in statement.names)):
+            parts = name.split(".")  # (importing a.b.c imports a and a.b first)
+            self.paths.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
 
 
 class ValueAliases:
@@ -104,9 +126,13 @@ class ImportTableResolver:
         self.late_aliases: set[str] = set()
         self.asked_aliases: set[str] = set()  # names asked for before any alias of theirs
         self.binding_counts: dict[str, int] = {}
+        self.modules = ModulePaths()
 
     def record_import(self, local: str, path: str) -> None:
         self.imports.setdefault(local, set()).add(path)
+
+    def record_modules(self, statement: cst.Import) -> None:
+        self.modules.add(statement)
 
     def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None:
         self.other_bindings.setdefault(name, set()).add((scope, class_body))
@@ -148,13 +174,14 @@ class ImportTableResolver:
 
     def _may_name_a_rule_root(self, name: str, paths: set[str]) -> bool:
         """Whether the name, whatever binding it has, may stand for something a rule looks for:
-        it is a root of the rules' names (`torch`, `os`), is imported from under one, or holds a
-        CUDA name. Otherwise an inexact answer about it cannot change a match."""
+        it is a root of the rules' names (`torch`, `os`), is imported from under one, holds a
+        CUDA name, or is a module a plain import names (not a value a `$x.method()` pattern
+        means). Otherwise an inexact answer about it cannot change a match."""
         roots = self.pattern_roots
         return (
             name in roots
             or name in self.value_aliases
-            or any(path.split(".", 1)[0] in roots for path in paths)
+            or any(path.split(".", 1)[0] in roots or path in self.modules for path in paths)
         )
 
     def _path(self, node: cst.CSTNode) -> tuple[str, str | None] | None:
@@ -185,7 +212,10 @@ class ImportTableResolver:
         if not isinstance(node, (cst.Name, cst.Attribute)):
             return False  # a call's result, a subscript, ...: a value, never a module
         found = self._path(node)
-        return bool(found and found[1] and found[1].split(".")[0] in MODULE_ROOTS)
+        if found is None or found[1] is None:
+            return False  # not imported
+        name, imported = found
+        return imported.split(".")[0] in MODULE_ROOTS or name in self.modules
 
 
 def _binding_scope(scope: Any, name: str) -> Any:
@@ -225,9 +255,13 @@ class ScopeResolver:
         # `Tensor = torch.cuda.FloatTensor if cuda else ...`, as in the import table; known
         # from its pass before the walk, for the uses above the assignment
         self.value_aliases = value_aliases or ValueAliases()
+        self.modules = ModulePaths()
 
     def record_import(self, local: str, path: str) -> None:
         pass
+
+    def record_modules(self, statement: cst.Import) -> None:
+        self.modules.add(statement)
 
     def record_binding(self, name: str, scope: Scope, class_body: bool = False) -> None:
         pass
@@ -306,6 +340,8 @@ class ScopeResolver:
         if not isinstance(node, (cst.Name, cst.Attribute)):
             return False  # a call's result, a subscript, ...: a value, never a module
         for name, source in self.qualified(node):
-            if source is QualifiedNameSource.IMPORT and name.split(".")[0] in MODULE_ROOTS:
+            if source is QualifiedNameSource.IMPORT and (
+                name.split(".")[0] in MODULE_ROOTS or name in self.modules
+            ):
                 return True
         return False

@@ -17,7 +17,7 @@ from typing import Any
 from pytpu.engine import processes
 from pytpu.engine.testgen import program_settings, workspace
 from pytpu.runtime import launch
-from pytpu.runtime.records import HarnessRecord, StepRecord, UnitRecord
+from pytpu.runtime.records import HarnessRecord, StepRecord, UnitRecord, steps_of
 
 
 class RecordingFailed(Exception):
@@ -34,7 +34,7 @@ class Run:
 
     @property
     def steps(self) -> list[StepRecord]:
-        return [step for record in self.harness for step in record["steps"]]
+        return steps_of(self.harness)
 
     @property
     def units(self) -> dict[str, UnitRecord]:

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
+from pytpu.runtime.records import UnitUnavailable
 from pytpu.runtime.repository_files import class_file
-from pytpu.runtime.support import UnitUnavailable
 
 # How a description names a class's file: the installed harness names a notebook's classes by
 # their cell (`Harness.class_source`).

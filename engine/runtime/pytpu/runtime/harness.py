@@ -29,9 +29,15 @@ from pytpu.runtime.cells import MAGIC_BODY, source_file
 from pytpu.runtime.descriptions import describable_output, describe, describe_input
 from pytpu.runtime.host_random import HostRandom
 from pytpu.runtime.placement import SEED, map_tensors, seed_everything, tensors
-from pytpu.runtime.records import HarnessRecord, StepRecord, UnitInputs, UnitRecord
+from pytpu.runtime.records import (
+    HarnessRecord,
+    StepRecord,
+    UnitInputs,
+    UnitRecord,
+    UnitUnavailable,
+)
 from pytpu.runtime.repository_files import RepositoryFiles, class_file, is_main, module_file
-from pytpu.runtime.support import UnitUnavailable, batch_size, definitions
+from pytpu.runtime.support import batch_size, definitions
 
 # --- the harness ---------------------------------------------------------------------------------
 

@@ -200,7 +200,11 @@ class Finished:
 class Running:
     """A child process started in a session of its own, its output going to files (so that
     processes it leaves behind do not hold its pipes open). `wait` ends it: whatever is left of
-    its session is killed then."""
+    its session is killed then.
+
+    `command` is a shell line or an argument list, run in `cwd` (None: this process's folder);
+    started directly, it is a process its caller may have to stop (the bot's jobs, at a
+    shutdown). With `inherit_stderr` its standard error is this process's."""
 
     def __init__(
         self,
@@ -253,17 +257,8 @@ def _read(file: IO[str]) -> str:
         return file.read()
 
 
-def start(
-    command: str | list[str], cwd: Path | None, env: dict[str, str], inherit_stderr: bool = False
-) -> Running:
-    """Start `command` (a shell line, or an argument list) in `cwd` (None: this process's
-    folder) in a session of its own: for a process its caller may have to stop (the bot's jobs,
-    at a shutdown). With `inherit_stderr` its standard error is this process's."""
-    return Running(command, cwd, env, inherit_stderr)
-
-
 def run(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float) -> Finished:
     """Run `command` (a shell line, or an argument list) in `cwd` in a session of its own.
 
     At the end, by itself or at `timeout`, whatever is left of its session is killed."""
-    return start(command, cwd, env).wait(timeout)
+    return Running(command, cwd, env).wait(timeout)

@@ -22,7 +22,7 @@ from pytpu.runtime.comparison import (
     metric_lines,
 )
 from pytpu.runtime.placement import device_kind
-from pytpu.runtime.records import HarnessRecord
+from pytpu.runtime.records import HarnessRecord, StepRecord, steps_of
 
 
 class ProgramRun:
@@ -30,7 +30,7 @@ class ProgramRun:
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        self.steps = [step for record in harness for step in record["steps"]]
+        self.steps = steps_of(harness)
         self.executions = sum(record.get("device_executions") or 0 for record in harness)
 
 
@@ -92,7 +92,7 @@ def check_program_ran(run: ProgramRun, on_device: bool = True) -> None:
 
 
 def expect_training_step(
-    run: ProgramRun, recorded: list[dict[str, Any]], tolerance: float = 1.0
+    run: ProgramRun, recorded: list[StepRecord], tolerance: float = 1.0
 ) -> None:
     """The first iteration of a training step: each optimizer step's loss and parameter norms
     (`tolerance`: a factor on the tolerances)."""

@@ -3,12 +3,16 @@ back by `program_run.harness_records`): the types both sides agree on.
 
 They are plain dicts on disk (`torch.save`, loaded with `weights_only=True`), typed here so that
 the harness that writes them and test generation and the suites that read them name the same
-fields.
+fields; and `UnitUnavailable`, whose message is a skipped unit's reason.
 """
 
 from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
+
+
+class UnitUnavailable(Exception):
+    """The unit cannot be exercised here (the reason is the message)."""
 
 
 class StepRecord(TypedDict):
@@ -55,3 +59,8 @@ class HarnessRecord(TypedDict):
     units: dict[str, UnitRecord]  # by name: "model.py::Net", "train.py::loss_fn"
     skipped: dict[str, str]  # units that could not be recorded, and why
     device_executions: int | None  # graphs run on the XLA device (None: not on one)
+
+
+def steps_of(harness: list[HarnessRecord]) -> list[StepRecord]:
+    """The steps of a run's processes, one process after the other."""
+    return [step for record in harness for step in record["steps"]]

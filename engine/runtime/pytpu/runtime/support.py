@@ -61,11 +61,7 @@ from pytpu.runtime.program_run import (  # noqa: F401 - the suites' API
     harness_records,
     run_program,
 )
-
-
-class UnitUnavailable(Exception):
-    """The unit cannot be exercised here (the reason is the message)."""
-
+from pytpu.runtime.records import StepRecord, UnitUnavailable  # UnitUnavailable: the suites' API
 
 # --- calling the code under test ----------------------------------------------------------------
 
@@ -328,7 +324,7 @@ class Suite:
     ) -> ProgramRun:
         return run_program(self.root, command, timeout, accelerator_flag, on_xla)
 
-    def expect_training_step(self, run: ProgramRun, recorded: list[dict[str, Any]]) -> None:
+    def expect_training_step(self, run: ProgramRun, recorded: list[StepRecord]) -> None:
         expect_training_step(run, recorded, self.tolerance)
 
     def expect_metrics(self, run: ProgramRun, recorded: list[list[Any]]) -> None:
