@@ -905,3 +905,12 @@ def test_no_rule_judges_another_rules_output() -> None:
         assert first != source
         assert checkout.migrate_text(first, index)[0] == first
     assert checkout.migrate_text(step, index)[0].count("# PYTPU703") == 2
+
+
+def test_an_empty_tuple_is_no_site_and_no_recursion():
+    # (found by the wild corpus: detectron2's `_C.DATASETS.TRAIN = ()` was skipped as "nested
+    # too deeply": an assignment's tuple value was dispatched on itself when empty)
+    source = "import torch\n\n_C.DATASETS.TRAIN = ()\nx = torch.zeros(2).cuda()\n"
+    out, _findings = checkout.migrate_text(source, checkout.rule_index())
+    assert "_C.DATASETS.TRAIN = ()" in out
+    assert "x = torch.zeros(2).to(torch_xla.device())" in out

@@ -120,6 +120,8 @@ def index_key(node: cst.CSTNode) -> str | None:
     if kind is cst.SimpleString:  # `backend = 'nccl'` is dispatched on the string
         value = node.evaluated_value
         return value if isinstance(value, str) else None
+    if kind is cst.Tuple:  # `a, b = x.to(d), y.to(d)`: on its first element (`()`: none)
+        return index_key(node.elements[0].value) if node.elements else None
     step = _KEY_STEPS.get(kind)
     return index_key(step(node)) if step is not None else None
 
@@ -133,7 +135,6 @@ _KEY_STEPS: dict[type, Callable[[Any], cst.CSTNode]] = {
     cst.Expr: lambda n: n.value,
     cst.With: lambda n: n.items[0].item,
     cst.If: lambda n: n.test,  # `if __name__ == '__main__':` is dispatched on `__name__`
-    cst.Tuple: lambda n: n.elements[0].value if n.elements else n,
     cst.IfExp: lambda n: n.test,
     cst.Decorator: lambda n: n.decorator,
     cst.Comparison: lambda n: n.left,
