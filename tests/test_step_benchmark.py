@@ -256,6 +256,40 @@ def test_the_devices_left_idle_are_counted(migrated, monkeypatch):
     assert (result.devices, result.devices_present) == (1, 4)
 
 
+SPMD_PROGRAM = """
+import torch
+import torch_xla
+import torch_xla.distributed.spmd as xs
+import torch_xla.runtime as xr
+
+if __name__ == "__main__":
+    xr.use_spmd()
+    device = torch_xla.device()
+    model = torch.nn.Linear(3, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(12):
+        x, y = torch.randn(8, 3).to(device), torch.randn(8, 1).to(device)
+        if SHARDED:
+            xs.mark_sharding(x, xs.get_1d_mesh(), (0, None))
+        loss = (model(x) - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        torch_xla.sync()
+"""
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_under_spmd_the_devices_are_used_when_a_batch_is_split(tmp_path, monkeypatch, sharded):
+    # One SPMD program over four devices: a batch split over the mesh uses them all; with
+    # nothing split, every device computes the whole step (one device's work, counted as 1).
+    monkeypatch.setenv("CPU_NUM_DEVICES", "4")
+    repo = _program(tmp_path, SPMD_PROGRAM.replace("SHARDED", str(sharded)))
+    result = benchmark.measure(repo, "python train.py", "xla", WARMUP, STEPS, timeout=300)
+    assert result.error is None, result.error
+    assert (result.devices, result.devices_present) == ((4, 4) if sharded else (1, 4))
+
+
 def test_compare_gives_the_speedup_of_the_median_step(on_xla, tmp_path):
     baseline = benchmark.measure(
         _copy(tmp_path), TINY.format(steps=12), "cpu", WARMUP, STEPS, timeout=120

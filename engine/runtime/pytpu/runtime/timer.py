@@ -48,6 +48,7 @@ class StepTimer:
         self.in_backward = False
         self.batch: int | None = None  # the leading size of the latest DataLoader batch
         self.devices = 1  # the devices a step runs on (all of the mesh under SPMD)
+        self.sharded = False  # the program split a tensor over the mesh (`xs.mark_sharding`)
         self.devices_present: int | None = None  # the XLA devices the runtime has
         self.restart()
 
@@ -80,6 +81,7 @@ class StepTimer:
 
         torch.Tensor.backward = backward
         self.watch_batches()
+        self.watch_sharding()
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         register_optimizer_step_post_hook(self.after_optimizer_step)
@@ -99,6 +101,26 @@ class StepTimer:
             return batch
 
         dataloader._BaseDataLoaderIter.__next__ = next_batch
+
+    def watch_sharding(self) -> None:
+        """Note whether the program splits a tensor over the mesh (`xs.mark_sharding` with a
+        partitioned dimension): under SPMD only that makes the devices share a step's work; a
+        program that only turns SPMD on computes everything on every device."""
+        if self.device != "xla":
+            return
+        try:
+            import torch_xla.distributed.spmd as spmd
+            from torch_xla.distributed.spmd import xla_sharding
+        except ImportError:
+            return
+        timer, original = self, xla_sharding.mark_sharding
+
+        def mark_sharding(tensor: Any, mesh: Any, partition_spec: Any, *args: Any, **kw: Any):
+            if any(axis is not None for axis in partition_spec):
+                timer.sharded = True
+            return original(tensor, mesh, partition_spec, *args, **kw)
+
+        xla_sharding.mark_sharding = spmd.mark_sharding = mark_sharding
 
     def after_backward(self) -> None:
         # Backward ends are boundaries only while no optimizer has stepped.
@@ -165,8 +187,8 @@ class StepTimer:
                 self.device_name = f"XLA:{torch_xla.runtime.device_type()}"
                 present = torch_xla.runtime.global_runtime_device_count()
                 self.devices_present = present
-                if torch_xla.runtime.is_spmd():  # one program over every device of the mesh
-                    self.devices = present
+                if torch_xla.runtime.is_spmd():  # one program over the mesh: split, or not
+                    self.devices = present if self.sharded else 1
                 else:  # one device per process (xmp.spawn, torchrun: one per rank)
                     self.devices = torch_xla.runtime.world_size()
             return True
