@@ -914,3 +914,16 @@ def test_an_empty_tuple_is_no_site_and_no_recursion():
     out, _findings = checkout.migrate_text(source, checkout.rule_index())
     assert "_C.DATASETS.TRAIN = ()" in out
     assert "x = torch.zeros(2).to(torch_xla.device())" in out
+
+
+def test_a_tensor_read_straight_back_does_not_make_a_cpu_program_a_gpu_one():
+    # (found by the idempotence property: `x.cuda().numpy()` became `x.cpu().numpy()`, and only
+    # the second run took the file for a CPU program and moved its device to XLA)
+    source = (
+        "import torch\n\ndevice = torch.device('cpu')\n"
+        "w = torch.full((), 0.5, device=device, requires_grad=True)\n"
+        "(w * 2).sum().backward()\nvalues = w.cuda().numpy()\n"
+    )
+    out, _findings = checkout.migrate_text(source, checkout.rule_index())
+    assert "device = torch_xla.device()" in out
+    assert checkout.migrate_text(out, checkout.rule_index())[0] == out

@@ -241,6 +241,11 @@ class FileAnalysis:
         """Inside a training or evaluation loop."""
         return "S" in self.contexts
 
+    def in_training(self) -> bool:
+        """The innermost loop around trains (a backward pass or an optimizer step in it): not
+        an evaluation loop or a rollout, even inside an epoch loop that trains."""
+        return bool(self.training) and self.training[-1]
+
     def step_throttled(self) -> bool:
         """Under an `if` that throttles (`if step % 10 == 0:`) inside the innermost step."""
         return "T" in self.contexts[_last(self.contexts, "S") :] if self.in_step() else False

@@ -135,6 +135,7 @@ _KEY_STEPS: dict[type, Callable[[Any], cst.CSTNode]] = {
     cst.Expr: lambda n: n.value,
     cst.With: lambda n: n.items[0].item,
     cst.If: lambda n: n.test,  # `if __name__ == '__main__':` is dispatched on `__name__`
+    cst.ListComp: lambda n: n.elt,  # `[t.to(d) for t in batch]` on `to`
     cst.IfExp: lambda n: n.test,
     cst.Decorator: lambda n: n.decorator,
     cst.Comparison: lambda n: n.left,
@@ -363,6 +364,19 @@ def _match_if(pattern: cst.If, target: cst.If, resolver: NameLookup, bindings: B
     return match(pattern.body, target.body, resolver, bindings)
 
 
+def _match_comp_for(
+    pattern: cst.CompFor, target: cst.CompFor, resolver: NameLookup, bindings: Bindings
+) -> bool:
+    """`for t in batch` of a comprehension: one `for`, no `if`s (as the pattern has none)."""
+    if pattern.ifs or target.ifs or pattern.inner_for_in or target.inner_for_in:
+        return False
+    if pattern.asynchronous is not None or target.asynchronous is not None:
+        return False
+    return match(pattern.target, target.target, resolver, bindings) and match(
+        pattern.iter, target.iter, resolver, bindings
+    )
+
+
 _STRUCTURAL: dict[type, Callable[..., bool]] = {
     cst.IfExp: _match_fields("test", "body", "orelse"),
     cst.BinaryOperation: _match_fields("operator", "left", "right"),
@@ -382,6 +396,8 @@ _STRUCTURAL: dict[type, Callable[..., bool]] = {
     cst.Decorator: _match_fields("decorator"),
     cst.With: _match_with,
     cst.If: _match_if,
+    cst.ListComp: _match_fields("elt", "for_in"),
+    cst.CompFor: _match_comp_for,
     cst.IndentedBlock: _match_fields("body"),
     cst.SimpleStatementLine: _match_fields("body"),
 }

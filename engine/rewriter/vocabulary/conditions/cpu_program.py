@@ -46,6 +46,22 @@ def _documentation(nodes: list[cst.CSTNode]) -> set[int]:
     }
 
 
+def _read_straight_back(nodes: list[cst.CSTNode]) -> set[int]:
+    """The accelerator words of a tensor moved to the device and read straight back to the host
+    (`x.cuda().numpy()`, `x.to('cuda').numpy()`): no choice of a device, and gone once migrated
+    (`x.cpu().numpy()`), so a second run must not judge the file by them either."""
+    found: set[int] = set()
+    for node in nodes:
+        if type(node) is not cst.Call or cst_nodes.last_name(node.func) != "numpy":
+            continue
+        inner = node.func.value if type(node.func) is cst.Attribute else None
+        if type(inner) is cst.Call and type(inner.func) is cst.Attribute:
+            if inner.func.attr.value in ("cuda", "to"):
+                found.add(id(inner.func))
+                found.update(id(a.value) for a in inner.args)
+    return found
+
+
 def _trains(node: cst.CSTNode) -> bool:
     return type(node) is cst.Call and cst_nodes.last_name(node.func) == "backward"
 
@@ -57,10 +73,10 @@ def _trains(node: cst.CSTNode) -> bool:
 )
 def cpu_program(walk: Walk) -> bool:
     nodes = list(cst_nodes.walk(walk.module)) if walk.module is not None else []
-    prose = _documentation(nodes)
+    ignored = _documentation(nodes) | _read_straight_back(nodes)
     return (
         any(map(_trains, nodes))
-        and not any(_names_an_accelerator(n) for n in nodes if id(n) not in prose)
+        and not any(_names_an_accelerator(n) for n in nodes if id(n) not in ignored)
         # (a comment PyTPU wrote: the file was migrated already, its accelerator code
         # rewritten, say `if torch.cuda.is_available():` given way to its body; a second
         # run must judge it as the first did)

@@ -9,9 +9,10 @@ from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 CONTEXTS.register(
     Context(
-        name="in_step",
-        doc="only inside a training or evaluation loop",
-        holds=lambda walk: walk.in_step(),
+        name="in_training_step",
+        doc="only inside a training loop (one that takes a backward pass or an optimizer step), "
+        "not an evaluation loop or a rollout",
+        holds=lambda walk: walk.in_step() and walk.in_training(),
         words=step_words,
     )
 )
