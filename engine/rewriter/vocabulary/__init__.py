@@ -290,6 +290,9 @@ def fact(name: str, doc: str, names: bool = False) -> Callable[[Callable[..., T]
 
 
 # The words a rule may use (the schema's enums come from these), and every registry.
+# JSON schema of a parameter that lists dotted names (`[torch.device, torch_xla.device]`)
+DOTTED_LIST = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}}
+
 WORDS = (MATCH_KINDS, CONDITIONS, CONTEXTS, ACTIONS, ANALYSES)
 REGISTRIES = (*WORDS, MARKS, FACTS)
 _loaded = False

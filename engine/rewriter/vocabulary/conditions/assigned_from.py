@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition, fact
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, DOTTED_LIST, Condition, fact
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
@@ -77,7 +77,7 @@ CONDITIONS.register(
         doc="is a variable or attribute (or an item of a list) the file assigns what one of the "
         "listed calls returns (`start` after `start = torch.cuda.Event()`)",
         check=_assigned_from,
-        parameter={"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}},
+        parameter=DOTTED_LIST,
         describe=lambda names: (
             "what "
             + " or ".join(f"`{n}()`" for n in names)

@@ -4,7 +4,7 @@ what holds one (`device`, `torch.device('cuda')`)."""
 import libcst as cst
 
 from pytpu.engine.rewriter import devices
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, DOTTED_LIST, Condition
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 CUDA = {frozenset({"cuda"})}  # a CUDA device string is spelled out in the file
@@ -53,6 +53,6 @@ CONDITIONS.register(
         "device (`device`, `self.device`, `args.device`), or a call of one of the listed "
         "functions (`torch.device`)",
         check=_holds_device,
-        parameter={"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}},
+        parameter=DOTTED_LIST,
     )
 )

@@ -10,7 +10,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.imports import bound_paths
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition, fact
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, DOTTED_LIST, Condition, fact
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
@@ -43,7 +43,7 @@ CONDITIONS.register(
         "modules or something inside them (`import lightning as L`, `from pytorch_lightning "
         "import Trainer`)",
         check=_file_imports,
-        parameter={"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}},
+        parameter=DOTTED_LIST,
         describe=lambda modules: "in a file that imports " + " or ".join(f"`{m}`" for m in modules),
         words=lambda modules: {frozenset({m.split(".")[0]}) for m in modules},
     )

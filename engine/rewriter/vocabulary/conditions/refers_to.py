@@ -7,7 +7,7 @@ from typing import Any
 
 import libcst as cst
 
-from pytpu.engine.rewriter.vocabulary import CONDITIONS, Condition
+from pytpu.engine.rewriter.vocabulary import CONDITIONS, DOTTED_LIST, Condition
 
 
 def _refers_to(node: cst.CSTNode, names: list[str], walk: Any) -> bool:
@@ -22,7 +22,7 @@ CONDITIONS.register(
         doc="is a name that refers to one of the listed qualified names, however the file "
         "imports it (`torch.double`, `from torch import float64`)",
         check=_refers_to,
-        parameter={"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}},
+        parameter=DOTTED_LIST,
         describe=lambda names: "one of " + ", ".join(f"`{n}`" for n in names),
         words=lambda names: {frozenset({n.rsplit(".", 1)[-1]}) for n in names},
     )

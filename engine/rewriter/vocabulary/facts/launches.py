@@ -10,17 +10,12 @@ from pytpu.engine.rewriter.vocabulary import fact
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 
 
-@fact(
-    "launches",
-    "whether the module calls a process launcher of the KB's `loops.launchers` "
-    "(`mp.spawn`, `torch_xla.launch`), by what the call refers to",
-)
-def launches(walk: Walk) -> bool:
+def calls_one_of(walk: Walk, names: frozenset[str]) -> bool:
+    """Whether the module calls one of `names` (qualified), by what the call refers to."""
     module = walk.module
     if module is None:
         return False
-    launchers = walk.index.launchers
-    words = {q.rsplit(".", 1)[-1] for q in launchers}
+    words = {q.rsplit(".", 1)[-1] for q in names}
     if walk.text and not any(w in walk.text for w in words):
         return False
     # The whole file's imports: a context may ask before the walk reached an import below
@@ -34,10 +29,19 @@ def launches(walk: Walk) -> bool:
     for node in cst_nodes.walk(module):
         if type(node) is cst.Call and cst_nodes.last_name(node.func) in words:
             # (by what it refers to: Lightning's `fabric.launch()` launches nothing here)
-            if walk.resolver.qualified_names(node.func) & launchers:
+            if walk.resolver.qualified_names(node.func) & names:
                 return True
             root, _, rest = (cst_nodes.dotted_name(node.func) or "").partition(".")
             path = imported.get(root)
-            if path is not None and ".".join(filter(None, (path, rest))) in launchers:
+            if path is not None and ".".join(filter(None, (path, rest))) in names:
                 return True
     return False
+
+
+@fact(
+    "launches",
+    "whether the module calls a process launcher of the KB's `loops.launchers` "
+    "(`mp.spawn`, `torch_xla.launch`), by what the call refers to",
+)
+def launches(walk: Walk) -> bool:
+    return calls_one_of(walk, walk.index.launchers)

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
-from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.vocabulary import fact
 from pytpu.engine.rewriter.vocabulary.contract import Walk
+from pytpu.engine.rewriter.vocabulary.facts.launches import calls_one_of
 
 
 @fact(
@@ -16,16 +14,4 @@ from pytpu.engine.rewriter.vocabulary.contract import Walk
     "(`torch.distributed.init_process_group`), by what the call refers to",
 )
 def joins_process_group(walk: Walk) -> bool:
-    module = walk.module
-    if module is None:
-        return False
-    calls = walk.index.process_groups
-    words = {name.rsplit(".", 1)[-1] for name in calls}
-    if walk.text and not any(word in walk.text for word in words):
-        return False
-    return any(
-        type(node) is cst.Call
-        and cst_nodes.last_name(node.func) in words
-        and bool(walk.resolver.qualified_names(node.func) & calls)
-        for node in cst_nodes.walk(module)
-    )
+    return calls_one_of(walk, walk.index.process_groups)

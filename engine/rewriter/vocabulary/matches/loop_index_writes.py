@@ -10,7 +10,7 @@ from typing import Any
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes, patterns
-from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind, fact
+from pytpu.engine.rewriter.vocabulary import DOTTED_LIST, MATCH_KINDS, MatchKind, fact
 from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
 
 _LOOPS = (cst.For, cst.While)
@@ -124,7 +124,7 @@ def _writes(walk: Walk, node: cst.Assign, step: bool, cases: list[Case]) -> bool
     return False
 
 
-_PROPERTIES = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}}
+_PROPERTIES = DOTTED_LIST
 
 
 def _made(match: dict[str, Any], key: str) -> str:

@@ -8,10 +8,8 @@ import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.findings import UNKNOWN
-from pytpu.engine.rewriter.vocabulary import MATCH_KINDS, MatchKind
+from pytpu.engine.rewriter.vocabulary import DOTTED_LIST, MATCH_KINDS, MatchKind
 from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
-
-DOTTED_LIST = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/dotted"}}
 
 
 def _under(name: str, root: str) -> bool:
