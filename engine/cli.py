@@ -12,6 +12,7 @@ command imports what it uses (the rewriter, the test generator, torch, rich) whe
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import sys
 import time
@@ -19,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 import typer.core
 import typer.main
@@ -96,11 +96,21 @@ TargetOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+class DataParallel(enum.StrEnum):
+    """The values of the `data_parallel` setting (engine/config.schema.json)."""
+
+    AUTO = "auto"
+    SPMD = "spmd"
+    NONE = "none"
+
+
 DataParallelOption = Annotated[
-    str | None,
+    DataParallel | None,
     typer.Option(
         "--data-parallel",
-        click_type=click.Choice(["auto", "spmd", "none"]),
+        case_sensitive=False,
         help=(
             "spmd: shard each training batch over every XLA device (one program, SPMD);"
             " none: one device; auto: spmd when the settings give the migrated side several"
@@ -140,12 +150,12 @@ def _repository_settings(path: Path) -> Config:
 
 
 def _choices(
-    path: Path, target: str | None, data_parallel: str | None
+    path: Path, target: str | None, data_parallel: DataParallel | None
 ) -> tuple[str, dict[str, str]]:
     """The target and the settings that choose rules: the options, else the repository's."""
     settings = _repository_settings(path)
     if data_parallel is not None:
-        settings = dataclasses.replace(settings, data_parallel=data_parallel)
+        settings = dataclasses.replace(settings, data_parallel=data_parallel.value)
     return (target if target is not None else settings.target), settings.rule_settings
 
 
