@@ -93,11 +93,14 @@ class Config:
 
     @property
     def rule_settings(self) -> dict[str, str]:
-        """The settings that choose KB rules (a rule's `settings`), with their values; `auto`
-        data parallelism is SPMD when the migrated side has several devices."""
+        """The settings that choose KB rules (a rule's `settings`), with their values. `auto`
+        data parallelism is SPMD when the migrated side may have several devices: virtual ones
+        on the CPU, or a TPU runner's chips (PJRT_DEVICE=TPU; the migrated program counts them
+        when it starts, and a single chip runs it as before)."""
         parallel = self.data_parallel
         if parallel == "auto":
-            parallel = "spmd" if self.virtual_devices > 1 else "none"
+            on_tpu = os.environ.get("PJRT_DEVICE", "").upper() == "TPU"
+            parallel = "spmd" if self.virtual_devices > 1 or on_tpu else "none"
         return {"data_parallel": parallel}
 
     def as_dict(self) -> dict[str, Any]:

@@ -161,8 +161,12 @@ def test_yaml_values_are_read(tmp_path, name):
     assert isinstance(loaded.tolerance, float)
 
 
-def test_data_parallel_auto_is_spmd_with_several_devices():
+def test_data_parallel_auto_is_spmd_with_several_devices(monkeypatch):
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
     assert Config().rule_settings == {"data_parallel": "none"}
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")  # a TPU runner: its chips, counted at run time
+    assert Config().rule_settings == {"data_parallel": "spmd"}
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
     assert Config(virtual_devices=4).rule_settings == {"data_parallel": "spmd"}
     assert Config(virtual_devices=4, data_parallel="none").rule_settings == {
         "data_parallel": "none"

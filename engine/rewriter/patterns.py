@@ -359,7 +359,7 @@ def _match_if(pattern: cst.If, target: cst.If, resolver: NameLookup, bindings: B
         return False
     if _is_ellipsis_block(pattern.body):
         return True
-    if (pattern.orelse is None) != (target.orelse is None) or pattern.orelse is not None:
+    if pattern.orelse is not None or target.orelse is not None:
         return False  # (an `else` in a pattern is not needed yet)
     return match(pattern.body, target.body, resolver, bindings)
 
