@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.loops import LoopAnalyzer
 from pytpu.engine.rewriter.vocabulary import fact
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 
@@ -36,7 +37,8 @@ def _module_level(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 @fact(
     "trains_at_top_level",
     "whether the module has no `if __name__ == '__main__':` and its module-level code has a "
-    "training loop (a backward pass or an optimizer step in a loop): a script or a notebook",
+    "training loop (a backward pass or an optimizer step in a loop, or a loop around a "
+    "function that trains): a script or a notebook",
 )
 def trains_at_top_level(walk: Walk) -> bool:
     module, loops = walk.module, walk.loops
@@ -48,6 +50,19 @@ def trains_at_top_level(walk: Walk) -> bool:
     for statement in statements:
         if isinstance(statement, (cst.For, cst.While)):
             summary = loops.summary_of(statement)
-            if summary.step or summary.backward:
+            if summary.step or summary.backward or _calls_a_trainer(statement, loops):
                 return True
+    return False
+
+
+def _calls_a_trainer(loop: cst.For | cst.While, loops: LoopAnalyzer) -> bool:
+    """The loop calls a function of the module that trains in a loop of its own (a notebook's
+    `for epoch in range(n): train_fn(model, loader, ...)`)."""
+    for node in cst_nodes.walk(loop):
+        if type(node) is cst.Call and type(node.func) is cst.Name:
+            definition = loops.functions.get(node.func.value)
+            if definition is not None and loops.summary_of(definition).inner_step:
+                inner = [n for n in cst_nodes.walk(definition) if type(n) in (cst.For, cst.While)]
+                if any(loops.summary_of(n).step or loops.summary_of(n).backward for n in inner):
+                    return True
     return False
