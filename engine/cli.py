@@ -120,6 +120,28 @@ DataParallelOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+class Precision(enum.StrEnum):
+    """The values of the `precision` setting (engine/config.schema.json)."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+
+
+PrecisionOption = Annotated[
+    Precision | None,
+    typer.Option(
+        "--precision",
+        case_sensitive=False,
+        help=(
+            "bf16: each training step's forward pass and loss run under bfloat16 autocast;"
+            " fp32: the program's own precision. Default: the `precision` of the repository's"
+            " settings, else fp32."
+        ),
+        show_default=False,
+    ),
+]
 CheckOption = Annotated[
     bool,
     typer.Option("--check", help="Exit with 1 when there is something to do (see above)."),
@@ -150,12 +172,17 @@ def _repository_settings(path: Path) -> Config:
 
 
 def _choices(
-    path: Path, target: str | None, data_parallel: DataParallel | None
+    path: Path,
+    target: str | None,
+    data_parallel: DataParallel | None,
+    precision: Precision | None,
 ) -> tuple[str, dict[str, str]]:
     """The target and the settings that choose rules: the options, else the repository's."""
     settings = _repository_settings(path)
     if data_parallel is not None:
         settings = dataclasses.replace(settings, data_parallel=data_parallel.value)
+    if precision is not None:
+        settings = dataclasses.replace(settings, precision=precision.value)
     return (target if target is not None else settings.target), settings.rule_settings
 
 
@@ -264,6 +291,7 @@ def rewrite_command(
     json_file: JsonOption = None,
     target: TargetOption = None,
     data_parallel: DataParallelOption = None,
+    precision: PrecisionOption = None,
 ) -> None:
     """Migrate the Python files under PATH to torch_xla (or --target's backend).
 
@@ -276,7 +304,7 @@ def rewrite_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target, chosen = _choices(path, target, data_parallel)
+    target, chosen = _choices(path, target, data_parallel, precision)
     run = checkout.run(
         path, target=target, write=write, progress=_progress("Rewriting"), settings=chosen
     )
@@ -302,6 +330,7 @@ def analyze_command(
     json_file: JsonOption = None,
     target: TargetOption = None,
     data_parallel: DataParallelOption = None,
+    precision: PrecisionOption = None,
 ) -> None:
     """Report what migrating PATH would convert and what a person must review; change nothing.
 
@@ -312,7 +341,7 @@ def analyze_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target, chosen = _choices(path, target, data_parallel)
+    target, chosen = _choices(path, target, data_parallel, precision)
     run = checkout.run(
         path, target=target, write=False, progress=_progress("Analyzing"), settings=chosen
     )

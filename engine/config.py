@@ -72,6 +72,7 @@ class Config:
     benchmark_rounds: int = 5
     virtual_devices: int = 1
     data_parallel: str = "auto"  # "spmd": the KB's data-parallel rules shard each batch
+    precision: str = "fp32"  # "bf16": training steps run under bfloat16 autocast
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
@@ -101,7 +102,7 @@ class Config:
         if parallel == "auto":
             on_tpu = os.environ.get("PJRT_DEVICE", "").upper() == "TPU"
             parallel = "spmd" if self.virtual_devices > 1 or on_tpu else "none"
-        return {"data_parallel": parallel}
+        return {"data_parallel": parallel, "precision": self.precision}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -529,6 +530,7 @@ _VALUES: dict[str, Callable[[Any], Any]] = {
     "benchmark_rounds": int,
     "virtual_devices": int,
     "data_parallel": _same,
+    "precision": _same,
     "requirements": _files,
     "setup": _commands,
 }

@@ -154,6 +154,7 @@ def _generate_tests(
             out=settings.tests,
             timeout=settings.timeout,
             tolerance=settings.tolerance,
+            precision=settings.precision,
         )
     except testgen.TestgenError as exc:
         first, _, rest = str(exc).partition("\n")  # (the hint after the failure's summary)
@@ -295,6 +296,7 @@ class Verification:
 
     base: str  # the original code's commit
     parity: ParityRun
+    precision: str = "fp32"  # the setting: the tolerances the migrated side was compared with
 
     def as_dict(self) -> dict[str, Any]:
         """The `--json` output."""
@@ -302,7 +304,9 @@ class Verification:
             "base": self.base,
             "devices": asdict(self.parity.devices),
             "verdict": asdict(self.parity.counts),
-            "parity": msgspec.to_builtins(report_sections.parity_table(self.parity.comparison)),
+            "parity": msgspec.to_builtins(
+                report_sections.parity_table(self.parity.comparison, precision=self.precision)
+            ),
             "problems": self.parity.problems,
         }
 
@@ -327,4 +331,6 @@ def verify(path: Path, base_rev: str, timeout: float | None = None) -> Verificat
             shutil.copytree(root / settings.tests, original / settings.tests)
         before = parity.run_side(original, settings.tests, settings.baseline_device, limit)
         after = parity.run_side(root, settings.tests, processes.TARGET_DEVICE.get(), limit)
-    return Verification(base.hexsha, ParityRun.of(before, after, settings.baseline_device))
+    return Verification(
+        base.hexsha, ParityRun.of(before, after, settings.baseline_device), settings.precision
+    )

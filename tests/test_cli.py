@@ -110,6 +110,21 @@ def test_data_parallel_chooses_the_spmd_rules(tmp_path: Path) -> None:
     assert "PYTPU891" not in invoke("rewrite", tmp_path, "--diff", "--data-parallel", "none").stdout
 
 
+def test_precision_chooses_the_bf16_rule(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\n\nfor x, y in batches:\n    x = x.cuda()\n    loss = model(x, y)\n"
+        "    loss.backward()\n",
+        encoding="utf-8",
+    )
+    assert "PYTPU726" not in invoke("rewrite", tmp_path, "--diff").stdout
+    wrapped = invoke("rewrite", tmp_path, "--diff", "--precision", "bf16").stdout
+    assert "+    with torch.autocast('xla', dtype=torch.bfloat16):" in wrapped
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github/pytpu.yml").write_text("precision: bf16\n", encoding="utf-8")
+    assert "PYTPU726" in invoke("rewrite", tmp_path, "--diff").stdout  # the repository's setting
+    assert "PYTPU726" not in invoke("rewrite", tmp_path, "--diff", "--precision", "fp32").stdout
+
+
 def test_rewrite_diff_and_write_together_is_a_usage_error(project: Path) -> None:
     result = invoke("rewrite", project, "--diff", "--write")
     assert result.exit_code == 2

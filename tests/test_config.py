@@ -123,6 +123,7 @@ def test_yaml_values_are_read(tmp_path, name):
         benchmark_rounds: 7
         virtual_devices: 4
         data_parallel: spmd
+        precision: bf16
         """,
     )
     loaded = load(tmp_path)
@@ -139,6 +140,7 @@ def test_yaml_values_are_read(tmp_path, name):
         "benchmark_rounds": 7,
         "virtual_devices": 4,
         "data_parallel": "spmd",
+        "precision": "bf16",
         "requirements": None,
         "setup": [],
         "source": name,
@@ -155,6 +157,7 @@ def test_yaml_values_are_read(tmp_path, name):
             "benchmark_rounds",
             "virtual_devices",
             "data_parallel",
+            "precision",
         ],
         "target_source": None,
     }
@@ -162,16 +165,23 @@ def test_yaml_values_are_read(tmp_path, name):
 
 
 def test_data_parallel_auto_is_spmd_with_several_devices(monkeypatch):
+    def parallel(settings: Config) -> str:
+        return settings.rule_settings["data_parallel"]
+
     monkeypatch.delenv("PJRT_DEVICE", raising=False)
-    assert Config().rule_settings == {"data_parallel": "none"}
+    assert parallel(Config()) == "none"
     monkeypatch.setenv("PJRT_DEVICE", "TPU")  # a TPU runner: its chips, counted at run time
-    assert Config().rule_settings == {"data_parallel": "spmd"}
+    assert parallel(Config()) == "spmd"
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    assert Config(virtual_devices=4).rule_settings == {"data_parallel": "spmd"}
-    assert Config(virtual_devices=4, data_parallel="none").rule_settings == {
-        "data_parallel": "none"
-    }
-    assert Config(data_parallel="spmd").rule_settings == {"data_parallel": "spmd"}
+    assert parallel(Config(virtual_devices=4)) == "spmd"
+    assert parallel(Config(virtual_devices=4, data_parallel="none")) == "none"
+    assert parallel(Config(data_parallel="spmd")) == "spmd"
+
+
+def test_precision_chooses_rules(monkeypatch):
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    assert Config().rule_settings == {"data_parallel": "none", "precision": "fp32"}
+    assert Config(precision="bf16").rule_settings["precision"] == "bf16"
 
 
 def test_empty_yaml_gives_defaults(tmp_path):
@@ -430,6 +440,10 @@ def test_the_actions_target_input_applies_where_the_settings_set_none(tmp_path, 
         (
             "data_parallel: ddp\n",
             ".github/pytpu.yml:1: `data_parallel` must be one of auto, spmd, none, not 'ddp'",
+        ),
+        (
+            "precision: fp16\n",
+            ".github/pytpu.yml:1: `precision` must be one of fp32, bf16, not 'fp16'",
         ),
         # the first problem in the file's order, whether the schema or the code finds it
         ("tests: '..'\ntolerance: -1\n", ".github/pytpu.yml:1: `tests` must be a folder inside"),

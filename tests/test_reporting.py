@@ -329,6 +329,17 @@ def test_the_evidence_counts_the_devices_used_and_present():
         " parallelism over a mesh of every device (SPMD) uses them all (the setting"
         " `data_parallel: spmd`)"
     ) in section(render(doc), "XLA evidence")
+    # SPMD on, but no batch to shard found: the report says why the devices stayed idle
+    rules = doc["changes"]["files"][0]["rules"]
+    rules.append({"converted": 0, "noted": 1, "flagged": 0, "id": "R-SPMD-01", "code": "PYTPU891"})
+    assert (
+        "stayed idle; the migration turned SPMD on (PYTPU891) but found no batch a training step"
+        " moves to the device to shard (PYTPU892"
+    ) in section(render(doc), "XLA evidence")
+    rules.append({"converted": 0, "noted": 1, "flagged": 0, "id": "R-SPMD-02", "code": "PYTPU892"})
+    assert "the migration marks batches for sharding (PYTPU892), but no step split one" in (
+        section(render(doc), "XLA evidence")
+    )
     doc["benchmarks"][0]["target"].update(devices=4, devices_present=4)
     assert (
         "- Devices used: 4 of 4: one SPMD program, each step's batch split over the devices; the"
@@ -643,3 +654,10 @@ def test_the_machine_line_says_when_the_benchmark_shared_the_cores(document):
     assert "so the benchmark's times depend on that other work." in render(document)
     document["machine"] = {"cores": 1, "other_work": None}
     assert "Machine: 1 CPU core.\n" in render(document)
+
+
+def test_a_bfloat16_migration_s_parity_says_which_tolerances_it_used(document):
+    assert "bfloat16 tolerances" not in render(document)
+    document["parity"]["precision"] = "bf16"
+    text = render(document).split("## Test parity")[1]
+    assert "**bfloat16 tolerances after the migration.** With `precision: bf16`" in text

@@ -471,6 +471,35 @@ def test_a_value_near_zero_is_compared_at_the_scale_of_its_tensor():
         support.assert_close(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, 2.0]))
 
 
+def test_a_bfloat16_migration_is_compared_with_bfloat16_tolerances_on_its_own_side(
+    tmp_path, monkeypatch
+):
+    # `precision: bf16`: the migrated program's loss carries bfloat16's rounding (about 1e-2
+    # relative); the original side, still float32, keeps float32's tolerances.
+    loss = torch.tensor(2.0)
+    rounded = loss * (1 + 5e-3)
+    with pytest.raises(AssertionError):
+        support.assert_close(rounded, loss, support.GRADIENT_FACTOR)
+    support.assert_close(rounded, loss, support.GRADIENT_FACTOR, computed_in=torch.bfloat16)
+    with pytest.raises(AssertionError):  # a change beyond bfloat16's rounding still fails
+        support.assert_close(loss * 1.5, loss, support.GRADIENT_FACTOR, computed_in=torch.bfloat16)
+    assert support.tolerances(torch.int64, torch.bfloat16) == (0.0, 0.0)  # counts stay exact
+    assert not support.metric_close(2.04, 2.0213)
+    assert support.metric_close(2.04, 2.0213, computed_in=torch.bfloat16)
+    assert not support.metric_close(3.0, 2.0213, computed_in=torch.bfloat16)
+
+    suite_dir = tmp_path / "tests" / "pytpu"
+    suite_dir.mkdir(parents=True)
+    (suite_dir / "suite.json").write_text(
+        '{"root": "../..", "command": "python x.py", "precision": "bf16"}'
+    )
+    suite = support.Suite(str(suite_dir / "test_x.py"))
+    monkeypatch.setenv("PYTPU_DEVICE", "cpu")
+    assert suite.computed_in is None
+    monkeypatch.setenv("PYTPU_DEVICE", "xla")
+    assert suite.computed_in is torch.bfloat16
+
+
 # A training loop that stops when the loss falls under a threshold: rounding decides at which
 # batch and with which loss, so the loss printed after it is not behaviour a backend keeps (XLA
 # stopped at another batch). The first loss, printed before any update, is.

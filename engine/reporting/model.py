@@ -165,6 +165,11 @@ class Parity(Model):
     tests: described(list[ParityTest], "Regressions first.")
     counts: SideCounts
     commands: SideCommands
+    precision: described(
+        Literal["fp32", "bf16"],
+        "The setting `precision`: with bf16 the migrated side's training steps and printed "
+        "metrics were compared with bfloat16's tolerances.",
+    )
 
 
 class ProgramRow(Model, kw_only=True):

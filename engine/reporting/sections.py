@@ -203,11 +203,13 @@ def parity(stages: Stages) -> model.Parity:
     def program(test_id: str) -> str | None:
         return next((n for folder, n in folders.items() if test_id.startswith(folder + "/")), None)
 
-    return parity_table(stages.parity.comparison, program)
+    return parity_table(stages.parity.comparison, program, stages.start.settings.precision)
 
 
 def parity_table(
-    comparison: Comparison, program: Callable[[str], str | None] = lambda _: None
+    comparison: Comparison,
+    program: Callable[[str], str | None] = lambda _: None,
+    precision: str = "fp32",
 ) -> model.Parity:
     """The parity section of `comparison`, each test with the program whose suite holds it."""
     tests = [model.ParityTest(**asdict(row), program=program(row.id)) for row in comparison.rows]
@@ -215,6 +217,7 @@ def parity_table(
         tests=tests,
         counts=msgspec.convert(comparison.counts, model.SideCounts),
         commands=model.SideCommands(**comparison.commands),
+        precision="bf16" if precision == "bf16" else "fp32",
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from pytpu.engine.rewriter import codegen, node_edits, patterns
+from pytpu.engine.rewriter import codegen, cst_nodes, node_edits, patterns, statement_flow
 from pytpu.engine.rewriter.analysis import FileAnalysis, SitePlan
 from pytpu.engine.rewriter.findings import (
     FLAGGED,
@@ -73,6 +73,10 @@ class Edit:
         """The case's replacement as a statement after `statement` (a barrier), once."""
         self.rewriter.add_statement_after(statement, self.plan.finding, self.case)
 
+    def wrap_before(self, code: str) -> Any:
+        """Wrap the statements before the site's that compute what it reads in `with code:`."""
+        return self.rewriter.wrap_before(self, code)
+
 
 class Rewriter(cst.CSTTransformer):
     def __init__(self, analysis: FileAnalysis, imports: ImportTracker, quote: str):
@@ -89,6 +93,8 @@ class Rewriter(cst.CSTTransformer):
         self.removed_marker: set[int] = set()
         self.inserts: dict[int, list[tuple[Finding, list[cst.BaseStatement]]]] = {}
         self.suite_inserts: dict[int, tuple[Finding, cst.BaseSmallStatement]] = {}
+        # statements whose computing run (statement_flow) a `with` wraps: its item, by statement
+        self.wraps: dict[int, tuple[Finding, cst.WithItem]] = {}
         self.suite_added: dict[int, Finding] = {}  # statements added on a line, not yet kept
         self.noted: set[str] = set()  # codes whose note the file already got
         # new nodes whose ids key the sets above: kept alive, so no later node reuses the id
@@ -157,6 +163,9 @@ class Rewriter(cst.CSTTransformer):
                 result = node_edits.as_else(result)  # an `elif` cannot become statements
             else:
                 result = node_edits.hoist_body(result)
+        if isinstance(original, STATEMENTS) and id(original) in self.wraps:
+            if isinstance(result, cst.SimpleStatementLine):
+                self.wraps[self._key(result)] = self.wraps.pop(id(original))
         if isinstance(original, STATEMENTS) and id(original) in self.inserts:
             # what goes after the statement goes after what replaced it (a hoisted `if`'s body:
             # after its last statement)
@@ -326,6 +335,45 @@ class Rewriter(cst.CSTTransformer):
             self.suite_inserts[id(expr)] = (plan.finding, rendered)
         return _DEFERRED
 
+    def wrap_before(self, edit: Edit, code: str) -> Any:
+        """Wrap the statements before the matched one that compute what it reads (a training
+        step's forward pass and loss before `loss.backward()`) in `with code:`, unless a `with`
+        of the same kind is around it already."""
+        original = edit.original
+        if id(original) not in self.analysis.statement_values or len(self.stack) < 2:
+            return edit.updated  # not a statement of its own
+        holder = self.stack[-2]
+        if not isinstance(holder, cst.SimpleStatementLine) or len(holder.body) != 1:
+            return edit.updated
+        item = self.render(patterns.parse_code(code), edit.plan.bindings)
+        assert isinstance(item, cst.BaseExpression)
+        kind = cst_nodes.last_name(item.func) if isinstance(item, cst.Call) else None
+        for node in self.stack:
+            if isinstance(node, cst.With) and any(
+                isinstance(w.item, cst.Call) and cst_nodes.last_name(w.item.func) == kind
+                for w in node.items
+            ):
+                return edit.updated  # (`with torch.autocast(...):` around it already)
+        self.wraps[id(holder)] = (edit.plan.finding, cst.WithItem(item=item))
+        return _DEFERRED
+
+    def _wrap_run(self, out: list[cst.BaseStatement], statement: cst.BaseStatement) -> None:
+        """The statements at the end of `out` that compute what `statement` reads, in the
+        `with` it waits for (in place)."""
+        finding, item = self.wraps.pop(id(statement))
+        start = statement_flow.computing_run([*out, statement], len(out))
+        if start == len(out):
+            return  # nothing before it computes what it reads (or a `with` does already)
+        first, *rest = out[start:]
+        wrapped = cst.With(
+            items=[item],
+            body=cst.IndentedBlock(body=[first.with_changes(leading_lines=[]), *rest]),
+            leading_lines=first.leading_lines,
+        )
+        self.findings.append(finding)
+        text = self._comment(finding)
+        out[start:] = [self._with_comments(wrapped, [(text, finding)]) if text else wrapped]
+
     def _fold(self, node: Any) -> Any:
         """Simplify `True and x`, `x if True else y` where a replacement produced the True."""
         produced = self.produced_true
@@ -343,7 +391,10 @@ class Rewriter(cst.CSTTransformer):
     def _finish_block(self, block: cst.IndentedBlock | cst.Module) -> Any:
         """Drop statements emptied by deletions (keeping their comments) and add inserts."""
         body = list(block.body)
-        if not any(id(s) in self.removed_marker or id(s) in self.inserts for s in body):
+        if not any(
+            id(s) in self.removed_marker or id(s) in self.inserts or id(s) in self.wraps
+            for s in body
+        ):
             return block
         out: list[cst.BaseStatement] = []
         carried: list[cst.EmptyLine] = []
@@ -357,6 +408,8 @@ class Rewriter(cst.CSTTransformer):
                 ]
                 continue
             pending = self.inserts.pop(id(stmt), ())  # keyed by this node, before it changes
+            if id(stmt) in self.wraps:
+                self._wrap_run(out, stmt)
             if carried:
                 stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
                 carried = []

@@ -97,6 +97,7 @@ def generate(
     max_unit_bytes: int = 1 << 20,
     stage: Callable[[str], None] = lambda _: None,
     tolerance: float = 1.0,
+    precision: str = "fp32",
     prefix: str = "",
     order: int = 0,
     rerecord: str | None = None,
@@ -138,7 +139,8 @@ def generate(
     result.seconds["record"] = max(first.seconds, second.seconds)
     result.trains = bool(first.steps)
     plan = _plan(root, out_dir, command, timeout, first, second, inventory, result)
-    plan.tolerance, plan.prefix, plan.order = tolerance, prefix, order
+    plan.tolerance, plan.precision = tolerance, precision
+    plan.prefix, plan.order = prefix, order
     plan.rerecord = rerecord or plan.rerecord
     plan.variants = _variant_plans(variant_runs, result)
 

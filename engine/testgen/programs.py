@@ -141,7 +141,7 @@ def generate_programs(
     **options: Any,
 ) -> ProgramsResult:
     """Record each program (the configured ones, else those PyTPU finds) and write its tests.
-    `options` go to `generate` (timeout, tolerance, max_unit_bytes). TestgenError when no
+    `options` go to `generate` (timeout, tolerance, precision, max_unit_bytes). TestgenError when no
     program could be recorded."""
     root = root.resolve()
     planned = _planned(root, programs, root / out)

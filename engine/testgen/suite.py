@@ -127,6 +127,7 @@ class SuitePlan:
     metrics: list[list[Any]]
     rerecord: str
     tolerance: float = 1.0  # the repository's factor on the dtype tolerances
+    precision: str = "fp32"  # "bf16": the migrated side trains in bfloat16 (its tolerances)
     variants: list[VariantPlan] = field(default_factory=list)
     prefix: str = ""  # of the test modules' names, after `test_`: one program of several
     runs_test: bool = True  # with no step, metric or variant to test: that the program runs
@@ -240,12 +241,14 @@ def write(plan: SuitePlan, directory: Path) -> Index:
 
 
 def _write_settings(plan: SuitePlan, directory: Path, environment: jinja2.Environment) -> None:
-    """suite.json (where the repository is, the command, the tolerance factor), the pinned
-    requirement of the test runtime, and the conftest that names it when it is missing."""
+    """suite.json (where the repository is, the command, the tolerance factor, the migrated
+    side's precision), the pinned requirement of the test runtime, and the conftest that names
+    it when it is missing."""
     suite = {
         "root": Path(os.path.relpath(plan.root, plan.out)).as_posix(),
         "command": plan.command.command,
         "tolerance": plan.tolerance,
+        **({"precision": plan.precision} if plan.precision != "fp32" else {}),
         **({"order": plan.order} if plan.prefix else {}),
     }
     (directory / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")

@@ -242,6 +242,8 @@ class Edit(Protocol):
 
     def add_statement_after(self, statement: cst.CSTNode) -> None: ...  # the case's replacement
 
+    def wrap_before(self, code: str) -> Any: ...  # `with code:` around what the site reads
+
 
 class KnowledgeBase(Protocol):
     """The loaded KB (`kb.KnowledgeBase`), for the pre-filter words of contexts and analyses."""

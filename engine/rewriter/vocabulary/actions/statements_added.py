@@ -68,3 +68,20 @@ ACTIONS.register(
         keeps_site=True,
     )
 )
+ACTIONS.register(
+    Action(
+        name="wrap_before",
+        doc="wrap the statements before the matched one that compute what it reads (a training "
+        "step's forward pass and loss before `loss.backward()`) in `with` this item; a compound "
+        "statement or a move to the device ends them, and a `with` of the same call around the "
+        "site already leaves it as it is",
+        parameter=CODE,
+        describe=lambda value: (
+            "the statements that compute what the matched one reads go into a `with` statement"
+        ),
+        apply=lambda edit, node, value: edit.wrap_before(value),
+        statement_only=True,
+        shows_code=True,
+        keeps_site=True,
+    )
+)

@@ -92,10 +92,14 @@ def check_program_ran(run: ProgramRun, on_device: bool = True) -> None:
 
 
 def expect_training_step(
-    run: ProgramRun, recorded: list[StepRecord], tolerance: float = 1.0
+    run: ProgramRun,
+    recorded: list[StepRecord],
+    tolerance: float = 1.0,
+    computed_in: torch.dtype | None = None,
 ) -> None:
     """The first iteration of a training step: each optimizer step's loss and parameter norms
-    (`tolerance`: a factor on the tolerances)."""
+    (`tolerance`: a factor on the tolerances; `computed_in`: the dtype the migrated step
+    computes in, bfloat16 under `precision: bf16`)."""
     check_program_ran(run)
     keys = {step["key"] for step in recorded}
     actual = [step for step in run.steps if step["key"] in keys][: len(recorded)]
@@ -105,14 +109,25 @@ def expect_training_step(
     for index, (got, want) in enumerate(zip(actual, recorded, strict=True)):
         what = f"step {index + 1} ({want.get('optimizer', 'backward')} at {want['site']})"
         if want.get("loss") is not None:
-            assert_close(got["loss"], want["loss"], factor, f"{what}: loss")
+            assert_close(got["loss"], want["loss"], factor, f"{what}: loss", computed_in)
         if want.get("parameter_norms") is not None:
-            assert_close(got["parameter_norms"], want["parameter_norms"], factor, f"{what}: norms")
+            assert_close(
+                got["parameter_norms"],
+                want["parameter_norms"],
+                factor,
+                f"{what}: norms",
+                computed_in,
+            )
 
 
-def expect_metrics(run: ProgramRun, recorded: list[list[Any]], tolerance: float = 1.0) -> None:
+def expect_metrics(
+    run: ProgramRun,
+    recorded: list[list[Any]],
+    tolerance: float = 1.0,
+    computed_in: torch.dtype | None = None,
+) -> None:
     """Each recorded metric line appears again, in order, with the same numbers (None: unstable;
-    `tolerance`: a factor on the tolerance)."""
+    `tolerance`: a factor on the tolerance; `computed_in` as for `expect_training_step`)."""
     check_program_ran(run)
     remaining = iter(metric_lines(run.stdout))
     for pattern, numbers in recorded:
@@ -120,5 +135,5 @@ def expect_metrics(run: ProgramRun, recorded: list[list[Any]], tolerance: float 
         if found is None:
             raise AssertionError(f"no printed line like {pattern!r}")
         for want, got in zip(numbers, found, strict=True):
-            if want is not None and not metric_close(got, want, tolerance):
+            if want is not None and not metric_close(got, want, tolerance, computed_in):
                 raise AssertionError(f"{pattern!r}: printed {got}, recorded {want}")

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from pytpu.runtime import cells, ipython
-from pytpu.runtime.channel import BASELINE_ENV
+from pytpu.runtime.channel import BASELINE_ENV, MIGRATED_DEVICES
 from pytpu.runtime.command import is_notebook
 
 # The generated tests and the harness reach the rest of the runtime through this module: its
@@ -35,11 +35,13 @@ from pytpu.runtime.comparison import (  # noqa: F401 - the suites' API
     GRADIENT_FACTOR,
     METRIC_RTOL,
     METRIC_WORDS,
+    PRECISIONS,
     PRINTED_DEVICE,
     TOLERANCES,
     assert_close,
     metric_close,
     metric_lines,
+    tolerances,
 )
 from pytpu.runtime.host_random import HostRandom, host_random  # noqa: F401 - the suites API
 from pytpu.runtime.placement import (  # noqa: F401 - the suites' API
@@ -228,6 +230,8 @@ class Suite:
         self.root = (self.directory / settings["root"]).resolve()
         self.command: str = settings["command"]
         self.tolerance = float(settings.get("tolerance", 1.0))
+        # `precision: bf16`: the migrated program trains in bfloat16 (the original does not)
+        self.precision = PRECISIONS[settings.get("precision", "fp32")]
 
     # the code under test
 
@@ -324,8 +328,14 @@ class Suite:
     ) -> ProgramRun:
         return run_program(self.root, command, timeout, accelerator_flag, on_xla)
 
+    @property
+    def computed_in(self) -> torch.dtype | None:
+        """The dtype this side's program trains in where it is not float32: the migrated side
+        under `precision: bf16`."""
+        return self.precision if device_kind() in MIGRATED_DEVICES else None
+
     def expect_training_step(self, run: ProgramRun, recorded: list[StepRecord]) -> None:
-        expect_training_step(run, recorded, self.tolerance)
+        expect_training_step(run, recorded, self.tolerance, self.computed_in)
 
     def expect_metrics(self, run: ProgramRun, recorded: list[list[Any]]) -> None:
-        expect_metrics(run, recorded, self.tolerance)
+        expect_metrics(run, recorded, self.tolerance, self.computed_in)
