@@ -142,6 +142,28 @@ PrecisionOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+class Batch(enum.StrEnum):
+    """The values of the `batch` setting (engine/config.schema.json)."""
+
+    GLOBAL = "global"
+    PER_DEVICE = "per_device"
+
+
+BatchOption = Annotated[
+    Batch | None,
+    typer.Option(
+        "--batch",
+        case_sensitive=False,
+        help=(
+            "Under SPMD, per_device: the program's batch size is each device's share (the"
+            " loader's batch is multiplied by the devices); global: it is the whole step's batch."
+            " Default: the `batch` of the repository's settings, else global."
+        ),
+        show_default=False,
+    ),
+]
 CheckOption = Annotated[
     bool,
     typer.Option("--check", help="Exit with 1 when there is something to do (see above)."),
@@ -176,6 +198,7 @@ def _choices(
     target: str | None,
     data_parallel: DataParallel | None,
     precision: Precision | None,
+    batch: Batch | None,
 ) -> tuple[str, dict[str, str]]:
     """The target and the settings that choose rules: the options, else the repository's."""
     settings = _repository_settings(path)
@@ -183,6 +206,8 @@ def _choices(
         settings = dataclasses.replace(settings, data_parallel=data_parallel.value)
     if precision is not None:
         settings = dataclasses.replace(settings, precision=precision.value)
+    if batch is not None:
+        settings = dataclasses.replace(settings, batch=batch.value)
     return (target if target is not None else settings.target), settings.rule_settings
 
 
@@ -292,6 +317,7 @@ def rewrite_command(
     target: TargetOption = None,
     data_parallel: DataParallelOption = None,
     precision: PrecisionOption = None,
+    batch: BatchOption = None,
 ) -> None:
     """Migrate the Python files under PATH to torch_xla (or --target's backend).
 
@@ -304,7 +330,7 @@ def rewrite_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target, chosen = _choices(path, target, data_parallel, precision)
+    target, chosen = _choices(path, target, data_parallel, precision, batch)
     run = checkout.run(
         path, target=target, write=write, progress=_progress("Rewriting"), settings=chosen
     )
@@ -331,6 +357,7 @@ def analyze_command(
     target: TargetOption = None,
     data_parallel: DataParallelOption = None,
     precision: PrecisionOption = None,
+    batch: BatchOption = None,
 ) -> None:
     """Report what migrating PATH would convert and what a person must review; change nothing.
 
@@ -341,7 +368,7 @@ def analyze_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target, chosen = _choices(path, target, data_parallel, precision)
+    target, chosen = _choices(path, target, data_parallel, precision, batch)
     run = checkout.run(
         path, target=target, write=False, progress=_progress("Analyzing"), settings=chosen
     )

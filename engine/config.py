@@ -73,6 +73,7 @@ class Config:
     virtual_devices: int = 1
     data_parallel: str = "auto"  # "spmd": the KB's data-parallel rules shard each batch
     precision: str = "fp32"  # "bf16": training steps run under bfloat16 autocast
+    batch: str = "global"  # "per_device": under SPMD each device gets the program's batch
     requirements: tuple[str, ...] | None = None  # None: the files found (environment.declared)
     setup: tuple[str, ...] = ()
     source: str | None = None  # the file it was read from, relative to the root
@@ -102,7 +103,7 @@ class Config:
         if parallel == "auto":
             on_tpu = os.environ.get("PJRT_DEVICE", "").upper() == "TPU"
             parallel = "spmd" if self.virtual_devices > 1 or on_tpu else "none"
-        return {"data_parallel": parallel, "precision": self.precision}
+        return {"data_parallel": parallel, "precision": self.precision, "batch": self.batch}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -531,6 +532,7 @@ _VALUES: dict[str, Callable[[Any], Any]] = {
     "virtual_devices": int,
     "data_parallel": _same,
     "precision": _same,
+    "batch": _same,
     "requirements": _files,
     "setup": _commands,
 }

@@ -101,7 +101,7 @@ def test_data_parallel_chooses_the_spmd_rules(tmp_path: Path) -> None:
     )
     assert "PYTPU891" not in invoke("rewrite", tmp_path, "--diff").stdout
     assert (
-        "+        xr.use_spmd()"
+        "+    xr.use_spmd()"
         in invoke("rewrite", tmp_path, "--diff", "--data-parallel", "spmd").stdout
     )
     (tmp_path / ".github").mkdir()
@@ -123,6 +123,19 @@ def test_precision_chooses_the_bf16_rule(tmp_path: Path) -> None:
     (tmp_path / ".github/pytpu.yml").write_text("precision: bf16\n", encoding="utf-8")
     assert "PYTPU726" in invoke("rewrite", tmp_path, "--diff").stdout  # the repository's setting
     assert "PYTPU726" not in invoke("rewrite", tmp_path, "--diff", "--precision", "fp32").stdout
+
+
+def test_batch_per_device_multiplies_the_loader_s_batch_under_spmd(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\n\nloader = torch.utils.data.DataLoader(ds, batch_size=32)\n",
+        encoding="utf-8",
+    )
+    scaled = "batch_size=32 * xr.global_runtime_device_count()"
+    assert scaled not in invoke("rewrite", tmp_path, "--diff", "--data-parallel", "spmd").stdout
+    per_device = ("--data-parallel", "spmd", "--batch", "per_device")
+    assert scaled in invoke("rewrite", tmp_path, "--diff", *per_device).stdout
+    # (without SPMD there is no split to scale for)
+    assert scaled not in invoke("rewrite", tmp_path, "--diff", "--batch", "per_device").stdout
 
 
 def test_rewrite_diff_and_write_together_is_a_usage_error(project: Path) -> None:

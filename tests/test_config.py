@@ -124,6 +124,7 @@ def test_yaml_values_are_read(tmp_path, name):
         virtual_devices: 4
         data_parallel: spmd
         precision: bf16
+        batch: per_device
         """,
     )
     loaded = load(tmp_path)
@@ -141,6 +142,7 @@ def test_yaml_values_are_read(tmp_path, name):
         "virtual_devices": 4,
         "data_parallel": "spmd",
         "precision": "bf16",
+        "batch": "per_device",
         "requirements": None,
         "setup": [],
         "source": name,
@@ -158,6 +160,7 @@ def test_yaml_values_are_read(tmp_path, name):
             "virtual_devices",
             "data_parallel",
             "precision",
+            "batch",
         ],
         "target_source": None,
     }
@@ -180,7 +183,11 @@ def test_data_parallel_auto_is_spmd_with_several_devices(monkeypatch):
 
 def test_precision_chooses_rules(monkeypatch):
     monkeypatch.delenv("PJRT_DEVICE", raising=False)
-    assert Config().rule_settings == {"data_parallel": "none", "precision": "fp32"}
+    assert Config().rule_settings == {
+        "data_parallel": "none",
+        "precision": "fp32",
+        "batch": "global",
+    }
     assert Config(precision="bf16").rule_settings["precision"] == "bf16"
 
 

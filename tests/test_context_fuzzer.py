@@ -54,7 +54,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytpu.engine.rewriter import checkout, kb, node_edits
+from pytpu.engine.rewriter import checkout, cst_nodes, kb, node_edits
 from pytpu.engine.rewriter.findings import FLAGGED
 from pytpu.engine.rewriter.index import RuleIndex
 from tests.test_kb import EXAMPLES
@@ -238,6 +238,9 @@ class Snippet:
     # a script that trains at module level (R-SPMD-01's `single_script` case): inside a
     # function or class it is another program, which that case leaves alone
     module_level: bool = False
+    # a function of it uses a name it binds at its top level (`get_batch`, `Tensor = ...`): in a
+    # class body that name is a class attribute, which a method's body does not see
+    uses_own_names: bool = False
 
     @property
     def index(self) -> RuleIndex:
@@ -286,9 +289,28 @@ def split_example(
     index = checkout.rule_index(target, None, settings)
     findings = checkout.migrate_text(before, index)[1]
     module_level = any(
-        f.case.context is not None and f.case.context.name == "single_script" for f in findings
+        f.case.context is not None
+        and f.case.context.name in ("single_script", "single_unless_launched")
+        for f in findings
     )
-    return Snippet(label, imports, body, one, tuple(values), target, settings, module_level)
+    bound = {s.name.value for s in statements if isinstance(s, cst.FunctionDef)} | {
+        t.target.value
+        for s in statements
+        if isinstance(s, cst.SimpleStatementLine)
+        for small in s.body
+        if isinstance(small, cst.Assign)
+        for t in small.targets
+        if isinstance(t.target, cst.Name)
+    }
+    uses_own = any(
+        isinstance(n, cst.Name) and n.value in bound
+        for s in statements
+        if isinstance(s, cst.FunctionDef)
+        for n in cst_nodes.walk(s.body)
+    )
+    return Snippet(
+        label, imports, body, one, tuple(values), target, settings, module_level, uses_own
+    )
 
 
 SNIPPETS = [
@@ -304,9 +326,10 @@ CASES: list[Case] = [
     (context, snippet, value)
     for context in CONTEXTS
     for snippet in SNIPPETS
-    # (under `data_parallel: spmd` the main guard is itself a site: R-SPMD-01 begins it)
+    # (under `data_parallel: spmd` the main guard is itself a site: R-SPMD-01 adds use_spmd)
     if not (context.name == "main_guard" and ("data_parallel", "spmd") in snippet.settings)
     and not (snippet.module_level and context.name in DEFINITIONS)
+    and not (snippet.uses_own_names and context.name == "class_body")
     for value in {
         "hole": [None],
         "line": [None] if snippet.line else [],

@@ -206,5 +206,12 @@ def test_a_rule_with_settings_is_chosen_only_by_them():
         rule.id for rule in KB.select("torch_xla", settings={"data_parallel": "none"})
     }
     chosen = {rule.id for rule in KB.select("torch_xla", settings={"data_parallel": "spmd"})}
-    assert spmd <= chosen
+    assert {"R-SPMD-01", "R-SPMD-02"} <= chosen
     assert {rule.id for rule in KB.select("torch_xla")} <= chosen
+    # a rule that names two settings needs both (per-device batches only under SPMD)
+    assert "R-SPMD-03" not in chosen
+    both = {"data_parallel": "spmd", "batch": "per_device"}
+    assert "R-SPMD-03" in {rule.id for rule in KB.select("torch_xla", settings=both)}
+    assert "R-SPMD-03" not in {
+        rule.id for rule in KB.select("torch_xla", settings={"batch": "per_device"})
+    }

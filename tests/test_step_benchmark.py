@@ -344,6 +344,12 @@ def test_graphs_compiled_once_after_warm_up_are_a_steady_state():
     assert not benchmark._settled(every_step, 10, 10)
     at_the_end = warm_up + [6] * 8 + [7, 8]
     assert not benchmark._settled(at_the_end, 10, 2)
+    # pytorch/examples' mnist on 20 steps: the evaluation after the first epoch (10 steps)
+    # compiled its 4 graphs between the 6th and 7th timed steps, in the later half, at one point
+    between_epochs = warm_up + [6] * 6 + [10] * 4
+    assert benchmark._settled(between_epochs, 10, 4)
+    twice = warm_up + [6] * 5 + [8, 8, 10, 10, 10]  # at two points: not one part compiled once
+    assert not benchmark._settled(twice, 10, 4)
     assert not benchmark._settled([], 10, 2)  # (a record without the counts: not shown settled)
     assert benchmark._settled(warm_up + [6] * 10, 10, 0)
 

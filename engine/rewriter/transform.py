@@ -57,7 +57,8 @@ class Edit:
         return self.rewriter.render(template, bindings or patterns.Bindings())
 
     def render_text(self, text: str, quote: str | None = None) -> cst.BaseExpression:
-        rendered = self.rewriter.render(patterns.parse_code(text), patterns.Bindings(), quote)
+        """`text` as code, its wildcards (`$size`) bound as the site's match bound them."""
+        rendered = self.rewriter.render(patterns.parse_code(text), self.plan.bindings, quote)
         assert isinstance(rendered, cst.BaseExpression)
         return rendered
 

@@ -550,13 +550,19 @@ def _throughput(
 
 def _settled(graphs: list[int], timed: int, after_warmup: int) -> bool:
     """The compilations after warm-up stopped: the later half of the timed steps compiled
-    nothing. Graphs compiled once, early (an evaluation pass or a last partial batch the
-    warm-up had not reached), are no recompilation; a graph per step (a shape or a Python
-    value that changes) goes on to the end."""
+    nothing, or they all came at one point (one step's interval: an evaluation pass between
+    epochs, with the last partial batch before it). Graphs compiled once (a part the warm-up
+    had not reached) are no recompilation; a graph per step (a shape or a Python value that
+    changes) comes step after step."""
     if not after_warmup:
         return True
+    if len(graphs) <= timed:
+        return False  # (a record without the counts: not shown settled)
     # (the count before the later half of the timed steps, and at its end)
-    return len(graphs) > timed and graphs[-1] == graphs[-(timed - timed // 2) - 1]
+    if graphs[-1] == graphs[-(timed - timed // 2) - 1]:
+        return True
+    window = graphs[-(timed + 1) :]  # the counts at the boundaries of the timed steps
+    return sum(after > before for before, after in zip(window, window[1:], strict=False)) == 1
 
 
 def _host_name(device: str) -> str:

@@ -55,8 +55,9 @@ class Compile(Model, kw_only=True):
     after_warmup: Count
     settled: described(
         bool | UnsetType,
-        "the later half of the timed steps compiled nothing (compilations after warm-up, if"
-        " any, were graphs compiled once)",
+        "the later half of the timed steps compiled nothing, or all compilations after"
+        " warm-up came at one point (graphs compiled once: an evaluation pass, a last partial"
+        " batch)",
     ) = UNSET
 
 

@@ -1,13 +1,9 @@
-"""Actions that add a statement: after the matched one, first in the matched block, or once
-at the top of the module."""
+"""Actions that add a statement: after the matched one, once at the top of the module, or a
+`with` around the statements before the matched one."""
 
 from __future__ import annotations
 
-import libcst as cst
-
-from pytpu.engine.rewriter import patterns
 from pytpu.engine.rewriter.vocabulary import ACTIONS, Action
-from pytpu.engine.rewriter.vocabulary.contract import Edit
 
 CODE = {"type": "string", "minLength": 1}
 
@@ -36,38 +32,6 @@ ACTIONS.register(
 )
 
 
-def _begin_body(edit: Edit, node: cst.CSTNode, code: str) -> cst.CSTNode:
-    """`code` as the first statement of the matched block (`if __name__ == "__main__":`); a
-    one-line block (`if c: main()`) becomes an indented one."""
-    if not isinstance(node, cst.BaseCompoundStatement):
-        return node
-    rendered = edit.render(patterns.parse_code(code), edit.plan.bindings)
-    if isinstance(rendered, cst.BaseExpression):
-        rendered = cst.Expr(value=rendered)
-    if isinstance(rendered, cst.BaseSmallStatement):
-        rendered = cst.SimpleStatementLine(body=[rendered])
-    body = node.body
-    if isinstance(body, cst.SimpleStatementSuite):
-        body = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=body.body)])
-    if not isinstance(body, cst.IndentedBlock):
-        return node
-    if body.body and body.body[0].deep_equals(rendered):
-        return node  # already there
-    return node.with_changes(body=body.with_changes(body=[rendered, *body.body]))
-
-
-ACTIONS.register(
-    Action(
-        name="begin_body",
-        doc="add this statement (simple or compound) first in the body of the matched block "
-        "statement (`if __name__ == '__main__':`)",
-        parameter=CODE,
-        describe=lambda value: "this statement begins the matched block",
-        apply=_begin_body,
-        shows_code=True,
-        keeps_site=True,
-    )
-)
 ACTIONS.register(
     Action(
         name="wrap_before",

@@ -5,8 +5,14 @@ import libcst as cst
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 from pytpu.engine.rewriter.vocabulary.facts.launches import launches
-from pytpu.engine.rewriter.vocabulary.facts.process_groups import joins_process_group
-from pytpu.engine.rewriter.vocabulary.facts.top_level_training import trains_at_top_level
+from pytpu.engine.rewriter.vocabulary.facts.process_groups import (
+    joins_process_group,
+    joins_process_group_if_asked,
+)
+from pytpu.engine.rewriter.vocabulary.facts.top_level_training import (
+    is_main_guard,
+    trains_at_top_level,
+)
 
 
 def _runs_at_import(walk: Walk) -> bool:
@@ -48,6 +54,28 @@ CONTEXTS.register(
             walk.fact(trains_at_top_level)
             and not walk.fact(launches)
             and not walk.fact(joins_process_group)
+        ),
+    )
+)
+
+
+def _is_entry(walk: Walk) -> bool:
+    """The file is a program's entry: it has `if __name__ == '__main__':` at module level, or
+    its module-level code trains."""
+    module = walk.module
+    if module is not None and any(is_main_guard(s) for s in module.body):
+        return True
+    return walk.fact(trains_at_top_level)
+
+
+CONTEXTS.register(
+    Context(
+        name="single_unless_launched",
+        doc="only in a program's entry file (with `if __name__ == '__main__':`, or training at "
+        "module level) that launches no processes and joins a process group only under an "
+        "`if` (nanoGPT's `if ddp:`): one process unless torchrun starts several",
+        holds=lambda walk: (
+            not walk.fact(launches) and walk.fact(joins_process_group_if_asked) and _is_entry(walk)
         ),
     )
 )

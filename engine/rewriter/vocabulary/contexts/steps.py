@@ -6,13 +6,27 @@ from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.loops import step_words
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
 from pytpu.engine.rewriter.vocabulary.contract import Walk
+from pytpu.engine.rewriter.vocabulary.facts.batch_functions import batch_functions
+
+
+def _in_batch_function(walk: Walk) -> bool:
+    """Directly in the body of a function a training loop calls for its batch (not in a loop
+    of its own)."""
+    for node in reversed(walk.path):
+        if type(node) in (cst.For, cst.While, cst.ClassDef, cst.Lambda):
+            return False
+        if type(node) is cst.FunctionDef:
+            return node.name.value in walk.fact(batch_functions)
+    return False
+
 
 CONTEXTS.register(
     Context(
         name="in_training_step",
         doc="only inside a training loop (one that takes a backward pass or an optimizer step), "
-        "not an evaluation loop or a rollout",
-        holds=lambda walk: walk.in_step() and walk.in_training(),
+        "not an evaluation loop or a rollout, or in a function such a loop calls for its batch "
+        "(`X, Y = get_batch('train')`)",
+        holds=lambda walk: (walk.in_step() and walk.in_training()) or _in_batch_function(walk),
         words=step_words,
     )
 )
