@@ -14,7 +14,8 @@ excludes them is replaced, and the report names it with the reason.
 Built once per set of requirements: cached by their hash under PyTPU's cache folder
 (`PYTPU_CACHE_DIR`, default `~/.cache/pytpu`), under a lock (concurrent migrations wait for one
 build), marked complete only at the end (a build cut off is built again). A repository that
-declares nothing runs in PyTPU's environment when that has the pair.
+declares nothing runs in PyTPU's environment when that has the pair and the companions its code
+imports.
 """
 
 from __future__ import annotations
@@ -285,6 +286,18 @@ def imported_companions(root: Path, found: Declared, chosen: Target) -> Declared
     )
 
 
+def _missing_here(found: Declared) -> bool:
+    """Some distribution `found` asks for is not in PyTPU's own environment (torchvision, which
+    a repository that declares nothing imports: eriklindernoren/PyTorch-GAN, yunjey's
+    pytorch-tutorial)."""
+    for name in found.origins:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return True
+    return False
+
+
 def _default_files(root: Path, settings: Config) -> list[Path]:
     """requirements.txt at the root and beside each program's script."""
     from pytpu.engine.testgen.invocation import entry_script
@@ -496,9 +509,10 @@ def prepare(root: Path, settings: Config, cache: Path | None = None) -> ProgramE
         side["autoload"] = launch.write_autoload(folder, stand_in["module"])
     started = time.perf_counter()
     base = _base(chosen, cache, root)
-    if found.empty and base.own:
+    companions = imported_companions(root, found, chosen)
+    if found.empty and base.own and not _missing_here(companions):
         return ProgramEnvironment(None, sys.executable, chosen.torch, backend, found, **side)
-    found = imported_companions(root, found, chosen)
+    found = companions  # (a repository that declares nothing but imports torchvision: built)
     key = _key(found, chosen, base)
     folder = cache / "environments" / key
     with _locked(folder.with_name(f"{key}.lock")):

@@ -267,6 +267,41 @@ def test_nothing_declared_runs_in_pytpus_environment(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_nothing_declared_but_a_companion_imported_builds_an_environment_with_it(
+    tmp_path, monkeypatch
+):
+    # eriklindernoren/PyTorch-GAN and yunjey's pytorch-tutorial declare nothing and import
+    # torchvision: PyTPU's own environment has none, so their programs failed to start.
+    (tmp_path / "gan.py").write_text("import torchvision.transforms as T\n")
+    chosen = environment.runs_on(environment.target())[0]
+    release = chosen.companions["torchvision"]
+    built = []
+
+    def build(folder, root, found, *args):
+        built.append(found.requirements)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(environment, "_build", build)
+    installed = set()
+    real = environment.metadata.distribution
+
+    def distribution(name):
+        if name != "torchvision":
+            return real(name)
+        if name not in installed:
+            raise environment.metadata.PackageNotFoundError(name)
+        return None
+
+    monkeypatch.setattr(environment.metadata, "distribution", distribution)
+    with pytest.raises(RuntimeError, match="stop here"):
+        environment.prepare(tmp_path, config.Config(), cache=tmp_path / "cache")
+    assert built == [(f"torchvision=={release}",)]
+    # where PyTPU's environment has it, the program runs there
+    installed.add("torchvision")
+    prepared = environment.prepare(tmp_path, config.Config(), cache=tmp_path / "cache")
+    assert prepared.scripts is None and prepared.python == sys.executable
+
+
 def test_an_environment_is_built_over_pytpus_cached_and_used_by_the_programs_runs(
     tmp_path, offline_index
 ):
