@@ -3,7 +3,7 @@ what holds one (`device`, `torch.device('cuda')`)."""
 
 import libcst as cst
 
-from pytpu.engine.rewriter import devices
+from pytpu.engine.rewriter import cst_nodes, devices
 from pytpu.engine.rewriter.vocabulary import CONDITIONS, DOTTED_LIST, Condition
 from pytpu.engine.rewriter.vocabulary.contract import Walk
 
@@ -39,9 +39,13 @@ for name, doc, kinds in (
 
 def _holds_device(node: cst.CSTNode, calls: list[str], walk: Walk) -> bool:
     """A device: a CUDA device string, a value whose name is a device name (`device`,
-    `self.device`, `args.device`: the `names` of `device_positions`), or a call of one of
-    `calls` (`torch.device('cuda')`)."""
+    `self.device`, `args.device`: the `names` of `device_positions`), a device index
+    (`self.gpu_id`, `rank`: its `index_names`, which the migration makes the XLA device), or a
+    call of one of `calls` (`torch.device('cuda')`)."""
     if devices.cuda_device_kind(node) is not None or walk.positions.is_device_valued(node):
+        return True
+    name = cst_nodes.dotted_name(node)
+    if name is not None and walk.positions.is_index_name(name.rsplit(".", 1)[-1]):
         return True
     return type(node) is cst.Call and bool(walk.resolver.qualified_names(node.func) & set(calls))
 
@@ -50,8 +54,8 @@ CONDITIONS.register(
     Condition(
         name="holds_device",
         doc="is a device: a CUDA device string, a name the KB's `device_positions.names` call a "
-        "device (`device`, `self.device`, `args.device`), or a call of one of the listed "
-        "functions (`torch.device`)",
+        "device (`device`, `self.device`, `args.device`), a device index of its `index_names` "
+        "(`self.gpu_id`, `rank`), or a call of one of the listed functions (`torch.device`)",
         check=_holds_device,
         parameter=DOTTED_LIST,
     )
