@@ -538,6 +538,41 @@ def test_a_metric_that_rounding_moves_is_not_pinned(tmp_path):
     assert all(None not in numbers for _, numbers in record.stable_metrics(first, again))
 
 
+# A convolution's bias before a BatchNorm: the exact gradient is zero (the BatchNorm subtracts the
+# bias again), float32 leaves rounding, and Adam's first step turns its signs into +-lr
+# (yunjey/pytorch-tutorial's CNN failed its norms after migration).
+BIAS_BEFORE_BATCHNORM = """
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Flatten(), torch.nn.Linear(288, 2)
+)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+loss = torch.nn.functional.cross_entropy(model(torch.randn(16, 3, 8, 8)), torch.arange(16) % 2)
+loss.backward()
+optimizer.step()
+"""
+
+
+def test_a_parameter_whose_gradient_is_only_rounding_keeps_its_norm_unpinned(tmp_path):
+    (tmp_path / "fit.py").write_text(BIAS_BEFORE_BATCHNORM)
+    run = record.run_once(tmp_path, "python fit.py", 300, 1 << 20, [])
+    [step] = [event for event in run.steps if "parameter_norms" in event]
+    norms = step["parameter_norms"]
+    assert norms[1] is None  # the convolution's bias
+    assert None not in norms[:1] + norms[2:]
+    # another backend's signs move that bias by lr per element: the step still holds
+    moved = [norm if norm is not None else 1.0 for norm in norms]
+    moved[0] = norms[0]
+    again = support.ProgramRun(0, "", "", [])
+    again.steps = [{**step, "parameter_norms": moved}]
+    support.expect_training_step(again, [step])
+    moved[2] *= 1.01  # the BatchNorm's weight, whose gradient is signal, is still pinned
+    with pytest.raises(AssertionError, match=r"norms\[2\]"):
+        support.expect_training_step(again, [step])
+
+
 def test_the_repository_s_own_tests_are_no_program_code():
     # facebookresearch/schedule_free keeps `schedulefree/test_schedulefree.py` beside the code:
     # its test functions were listed as ten untested training steps

@@ -87,6 +87,7 @@ def run_once(
             "out": out,
             "device": "cpu",
             "capture": capture,
+            "recording": True,
             "max_unit_bytes": max_unit_bytes,
             "probes": probes,
             "nudge": nudge,

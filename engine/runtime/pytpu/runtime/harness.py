@@ -69,6 +69,27 @@ def _over_nodes(tensor: torch.Tensor, size: int) -> bool:
     return tensor.layout is not torch.strided or tensor.shape[:2] == (size, size)
 
 
+# A gradient this much smaller than the largest of its optimizer's is rounding left where the
+# exact gradient is zero (a convolution's bias before a BatchNorm, which subtracts it again): an
+# adaptive optimizer (Adam) turns its signs into a full step, and another backend rounds to other
+# signs, so that parameter's norm after the step is not behaviour to pin.
+ROUNDING_GRADIENT = 1e-5
+
+
+def _rounding_only(parameters: list[torch.Tensor]) -> list[int]:
+    """The positions of the parameters whose gradient is only rounding (none without a grad)."""
+    largest = {}
+    for index, parameter in enumerate(parameters):
+        grad = parameter.grad
+        if grad is None or not grad.numel():
+            continue
+        if grad.is_sparse:
+            grad = grad.coalesce().values()
+        largest[index] = float(grad.detach().abs().max()) if grad.numel() else 0.0
+    top = max(largest.values(), default=0.0)
+    return [index for index, value in largest.items() if top and value <= ROUNDING_GRADIENT * top]
+
+
 class Harness(RepositoryFiles):
     """What the harness watches in one process of the program."""
 
@@ -77,6 +98,7 @@ class Harness(RepositoryFiles):
         self.settings = settings
         self.out = Path(settings["out"])
         self.capture = settings.get("capture", False)
+        self.recording = settings.get("recording", False)
         self.max_unit_bytes = settings.get("max_unit_bytes", 1 << 20)
         self.steps: list[StepRecord] = []  # optimizer steps of the first iteration of each site
         self.finished_sites: set[str] = set()
@@ -240,7 +262,10 @@ class Harness(RepositoryFiles):
             import torch_xla
 
             torch_xla.sync()
-        norms = [float(p.detach().cpu().double().norm()) for p in parameters]
+        norms: list[float | None] = [float(p.detach().cpu().double().norm()) for p in parameters]
+        if self.recording:
+            for index in _rounding_only(parameters):
+                norms[index] = None
         self.steps[-1]["parameter_norms"] = norms
         optimizer._pytpu_site = None
 

@@ -23,7 +23,8 @@ class StepRecord(TypedDict):
     key: str  # "train.py::train#step1": the site's function and its rank there (lines move)
     loss: float | None  # the last loss a backward pass was taken of, before this
     optimizer: NotRequired[str]  # the optimizer's class name (steps only)
-    parameter_norms: NotRequired[list[float]]  # after the step, each parameter's norm
+    # after the step, each parameter's norm (None: recorded when its gradient was only rounding)
+    parameter_norms: NotRequired[list[float | None]]
 
 
 class UnitInputs(TypedDict):
