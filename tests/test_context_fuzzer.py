@@ -238,6 +238,9 @@ class Snippet:
     # a script that trains at module level (R-SPMD-01's `single_script` case): inside a
     # function or class it is another program, which that case leaves alone
     module_level: bool = False
+    # a DDP program that spawns its workers (R-SPMD-04): spawned again on each turn of a loop it
+    # is no program (its loop, which launched processes, becomes one that runs the function)
+    spawns_workers: bool = False
     # a function of it uses a name it binds at its top level (`get_batch`, `Tensor = ...`): in a
     # class body that name is a class attribute, which a method's body does not see
     uses_own_names: bool = False
@@ -293,6 +296,10 @@ def split_example(
         and f.case.context.name in ("single_script", "single_unless_launched")
         for f in findings
     )
+    spawns_workers = any(
+        f.case.context is not None and f.case.context.name == "spawned_ddp_program"
+        for f in findings
+    )
     bound = {s.name.value for s in statements if isinstance(s, cst.FunctionDef)} | {
         t.target.value
         for s in statements
@@ -309,7 +316,16 @@ def split_example(
         for n in cst_nodes.walk(s.body)
     )
     return Snippet(
-        label, imports, body, one, tuple(values), target, settings, module_level, uses_own
+        label,
+        imports,
+        body,
+        one,
+        tuple(values),
+        target,
+        settings,
+        module_level,
+        spawns_workers,
+        uses_own,
     )
 
 
@@ -321,6 +337,7 @@ SNIPPETS = [
 ]
 # contexts whose hole is inside a function or class body
 DEFINITIONS = {"nested_function", "async_function", "method", "class_body", "decorated_function"}
+LOOPS = {"for", "while"}  # contexts whose hole runs again and again
 Case = tuple[Context, Snippet, tuple[str, str] | None]
 CASES: list[Case] = [
     (context, snippet, value)
@@ -330,6 +347,7 @@ CASES: list[Case] = [
     if not (context.name == "main_guard" and ("data_parallel", "spmd") in snippet.settings)
     and not (snippet.module_level and context.name in DEFINITIONS)
     and not (snippet.uses_own_names and context.name == "class_body")
+    and not (snippet.spawns_workers and context.name in LOOPS)
     for value in {
         "hole": [None],
         "line": [None] if snippet.line else [],

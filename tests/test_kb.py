@@ -159,6 +159,41 @@ def test_duplicate_code_is_an_error(tmp_path):
         kb.load(directory)
 
 
+def test_an_override_of_no_rule_is_an_error(tmp_path):
+    directory = _copy_kb(tmp_path)
+    _edit_rule(directory, "parallel.yaml", "R-SPMD-04", overrides=["R-DIST-99"])
+    with pytest.raises(kb.KBError, match=r"R-SPMD-04: overrides: R-DIST-99 is no other rule"):
+        kb.load(directory)
+
+
+def test_a_rule_that_overrides_another_comes_first_on_code_both_match():
+    # R-SPMD-04 (chosen by `data_parallel: spmd`) and R-DIST-01 both match `mp.spawn(...)`;
+    # R-DIST-01's pattern is as specific, and comes earlier in the KB's order
+    source = textwrap.dedent(
+        """\
+        import torch.multiprocessing as mp
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+
+        def main(rank, size):
+            dist.init_process_group("nccl", rank=rank, world_size=size)
+            DistributedDataParallel(Net())
+
+
+        mp.spawn(main, args=(2,), nprocs=2)
+        """
+    )
+    spmd = rule_index("torch_xla", None, (("data_parallel", "spmd"),))
+    after, findings = migrate_text(source, spmd)
+    assert "main(0, 2)" in after and "torch_xla.launch" not in after
+    codes = {f.rule.diagnostic.code for f in findings}
+    assert {"PYTPU894", "PYTPU895", "PYTPU896"} <= codes
+    assert not codes & {"PYTPU851", "PYTPU854", "PYTPU857", "PYTPU868"}  # (nor their flags)
+    after, _ = migrate_text(source, rule_index("torch_xla", None, ()))
+    assert "torch_xla.launch(main" in after  # without the setting, one process per device
+
+
 def test_invalid_yaml_names_the_line(tmp_path):
     directory = _copy_kb(tmp_path)
     (directory / "rng.yaml").write_text("family: rng\nrules: [\n  - id: x\n")

@@ -491,7 +491,7 @@ class FileAnalysis:
         """The display-only cases the case's replacement meets where it goes: a second run
         would flag them in the output, so this run flags them at the site (`x.cuda()` becomes
         `x.to(torch_xla.device())`, which R-DEV-14 flags before a launch)."""
-        seen = {case.rule.id, *(c.rule.id for c in flags)}
+        seen = {case.rule.id, *case.rule.overrides, *(c.rule.id for c in flags)}
         found: list[RuleCase] = []
         for node in (n for code in _written_code(case) for n in cst_nodes.walk(code)):
             key = patterns.index_key(node)

@@ -45,8 +45,15 @@ class RuleIndex:
         for case in self.cases.get(PATTERN, ()):
             self._index_patterns(case)
         for candidates in self.patterns.values():
-            # The most specific pattern is tried first; KB order breaks ties.
-            candidates.sort(key=lambda item: -_specificity(item[0], item[1]))
+            # A rule that overrides others first (chosen by a setting, it replaces the default
+            # rewrite of the same code), then the most specific pattern; KB order breaks ties.
+            present = {case.rule.id for case, _ in candidates}
+            candidates.sort(
+                key=lambda item: (
+                    not present.intersection(item[0].rule.overrides),
+                    -_specificity(item[0], item[1]),
+                )
+            )
         self.by_type, self.by_mark = self._offers()
         # node type -> the position marks the walk puts on its children there, in their order
         marks_of_type: dict[type, list[PositionMark]] = defaultdict(list)
@@ -82,6 +89,8 @@ class RuleIndex:
         self.loop_settings = LoopSettings.from_kb(kb.loops)
         self.launchers = frozenset(kb.loops.get("launchers", []))
         self.process_groups = frozenset(kb.loops.get("process_groups", []))
+        self.worker_spawners = frozenset(kb.loops.get("worker_spawners", []))
+        self.ddp_wrappers = frozenset(kb.loops.get("ddp_wrappers", []))
         self.rank_guards = devices.RankGuards.from_kb(kb.rank_guards)
 
     def _index_patterns(self, case: RuleCase) -> None:

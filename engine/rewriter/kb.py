@@ -112,6 +112,9 @@ class Rule:
     cases: list[RuleCase] = field(default_factory=list)
     # the migration settings that select the rule (`data_parallel: spmd`); none: every migration
     settings: dict[str, str] = field(default_factory=dict)
+    # rules whose cases this rule's cases come before on a node both match (a setting's rule
+    # over the default one: R-SPMD-04 turns the `mp.spawn` that R-DIST-01 would launch)
+    overrides: tuple[str, ...] = ()
 
     def valid_for(self, target: str, version: Version) -> bool:
         return target in self.versions and version in self.versions[target]
@@ -377,6 +380,7 @@ def compile_rule(raw: dict[str, Any], family: str, path: str) -> Rule:
         path=path,
         raw=raw,
         settings=dict(raw.get("settings", {})),
+        overrides=tuple(raw.get("overrides", ())),
     )
     keys = ("match", "where", "replace", "action", "note", "context")
     shared = {k: raw[k] for k in keys if k in raw}  # with `cases`: what every case has
@@ -468,6 +472,10 @@ def load(directory: Path | None = None) -> KnowledgeBase:
             seen_ids[rule.id], seen_codes[code] = rel, rule.id
             rules.append(rule)
     _check_tables(tables, seen_ids)
+    for rule in rules:
+        for other in rule.overrides:
+            if other not in seen_ids or other == rule.id:
+                raise KBError(rule.path, rule.id, f"overrides: {other} is no other rule of the KB")
     return KnowledgeBase(
         rules=rules,
         modules=modules,

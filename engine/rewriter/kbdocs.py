@@ -203,6 +203,9 @@ def rule_markdown(rule: Rule, level: int = 3, with_anchor: bool = True) -> str:
     if rule.settings:
         chosen = ", ".join(f"`{key}: {value}`" for key, value in rule.settings.items())
         lines.append(f"- **Chosen by the settings:** {chosen} (`.github/pytpu.yml`)")
+    if rule.overrides:
+        replaced = ", ".join(rule.overrides)
+        lines.append(f"- **Comes before:** {replaced}, on code both match")
     if rule.imports:
         lines.append("- **Adds imports:** " + ", ".join(f"`import {m}`" for m in rule.imports))
     lines += [f"- **Source:** <{diag.source}>", ""]

@@ -467,17 +467,33 @@ class _TemplateRenderer(cst.CSTTransformer):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         updated = _bound_tightly(original, updated, "func")
-        if not any(rest_name(arg) for arg in updated.args):
+        if not any(rest_name(arg) or _unpacks_a_tuple(arg) for arg in updated.args):
             return updated
         args: list[cst.Arg] = []
         for arg in updated.args:
             name = rest_name(arg)
-            args.extend(self.rests.get(name, []) if name else [arg])
+            if name:
+                args.extend(self.rests.get(name, []))
+            elif _unpacks_a_tuple(arg):
+                # `*$args` bound to `(a, b)` reads `a, b` (`mp.spawn(main, args=(a, b))`)
+                args.extend(cst.Arg(element.value) for element in arg.value.elements)
+            else:
+                args.append(arg)
         return updated.with_changes(args=normalise_commas(args))
 
     def visit_Arg(self, node: cst.Arg) -> bool:
         # Keep `*__pytpu_r_x` intact for leave_Call (its Name must not be rendered as a wildcard).
         return rest_name(node) is None
+
+
+def _unpacks_a_tuple(arg: cst.Arg) -> bool:
+    """`*(a, b)`: a literal tuple unpacked, with no starred element of its own."""
+    value = arg.value
+    return (
+        arg.star == "*"
+        and type(value) is cst.Tuple
+        and all(type(e) is cst.Element for e in value.elements)
+    )
 
 
 # Expressions that bind more loosely than an attribute, a subscript, a call or an operator's

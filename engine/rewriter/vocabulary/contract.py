@@ -47,6 +47,9 @@ class Rule(Protocol):
     @property
     def diagnostic(self) -> Diagnostic: ...
 
+    @property
+    def overrides(self) -> tuple[str, ...]: ...  # rules it replaces on the code both match
+
 
 class Case(Protocol):
     """One compiled case of a rule (`kb.RuleCase`): how it matches and what it does."""
@@ -124,6 +127,12 @@ class Index(Protocol):
 
     @property
     def process_groups(self) -> frozenset[str]: ...  # calls that join a process group
+
+    @property
+    def worker_spawners(self) -> frozenset[str]: ...  # launchers of the program's own workers
+
+    @property
+    def ddp_wrappers(self) -> frozenset[str]: ...  # DistributedDataParallel
 
 
 class Walk(Protocol):

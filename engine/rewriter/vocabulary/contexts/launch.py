@@ -4,6 +4,7 @@ import libcst as cst
 
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
 from pytpu.engine.rewriter.vocabulary.contract import Walk
+from pytpu.engine.rewriter.vocabulary.facts.ddp_programs import spawns_ddp_workers
 from pytpu.engine.rewriter.vocabulary.facts.launches import launches
 from pytpu.engine.rewriter.vocabulary.facts.process_groups import (
     joins_process_group,
@@ -77,5 +78,14 @@ CONTEXTS.register(
         holds=lambda walk: (
             not walk.fact(launches) and walk.fact(joins_process_group_if_asked) and _is_entry(walk)
         ),
+    )
+)
+CONTEXTS.register(
+    Context(
+        name="spawned_ddp_program",
+        doc="only in a file that spawns its workers (`mp.spawn`), joins them in a process group "
+        "and wraps its model in DDP: a DDP program whole in one file, which one SPMD process "
+        "runs under `data_parallel: spmd`",
+        holds=lambda walk: walk.fact(spawns_ddp_workers),
     )
 )

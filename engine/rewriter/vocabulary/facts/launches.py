@@ -31,6 +31,8 @@ def calls_of(walk: Walk, names: frozenset[str]) -> list[cst.Call]:
         if type(node) is cst.Import or type(node) is cst.ImportFrom
         for local, path in bound_paths(node)
     }
+    # a name imported as another (`DistributedDataParallel as DDP`) is called by that name
+    words |= {local for local, path in imported.items() if path in names}
     calls = []
     for node in cst_nodes.walk(module):
         if type(node) is cst.Call and cst_nodes.last_name(node.func) in words:

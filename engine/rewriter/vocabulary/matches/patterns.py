@@ -50,6 +50,8 @@ def _match(walk: Walk, node: cst.CSTNode, _cases: list[Case]) -> bool:
         chosen = flags.pop(0)
     if chosen is None:
         return False
+    overridden = chosen[0].rule.overrides  # (their flags say what no longer happens here)
+    flags = [(case, bindings) for case, bindings in flags if case.rule.id not in overridden]
     walk.plan(node, *chosen, flags=[c for c, _ in flags])
     return True
 

@@ -1,0 +1,24 @@
+"""`spawns_ddp_workers`: whether the module is a whole DDP program, one process per GPU: it
+spawns its workers (`mp.spawn`), joins them in a process group and wraps its model in DDP."""
+
+from __future__ import annotations
+
+from pytpu.engine.rewriter.vocabulary import fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
+from pytpu.engine.rewriter.vocabulary.facts.launches import calls_one_of
+
+
+@fact(
+    "spawns_ddp_workers",
+    "whether the module calls one of the KB's `loops.worker_spawners` (`mp.spawn`), one of its "
+    "`loops.process_groups` and one of its `loops.ddp_wrappers` (DistributedDataParallel): a "
+    "DDP program whole in one file, which one SPMD process can run (a wrap or a process group "
+    "in another file is not seen, and such a program keeps its processes)",
+)
+def spawns_ddp_workers(walk: Walk) -> bool:
+    index = walk.index
+    return (
+        calls_one_of(walk, index.worker_spawners)
+        and calls_one_of(walk, index.process_groups)
+        and calls_one_of(walk, index.ddp_wrappers)
+    )
