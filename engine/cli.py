@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import os
 import sys
 import time
@@ -98,72 +99,41 @@ TargetOption = Annotated[
 ]
 
 
-class DataParallel(enum.StrEnum):
-    """The values of the `data_parallel` setting (engine/config.schema.json)."""
-
-    AUTO = "auto"
-    SPMD = "spmd"
-    NONE = "none"
-
-
-DataParallelOption = Annotated[
-    DataParallel | None,
-    typer.Option(
-        "--data-parallel",
-        case_sensitive=False,
-        help=(
-            "spmd: shard each training batch over every XLA device (one program, SPMD);"
-            " none: one device; auto: spmd when the settings give the migrated side several"
-            " devices (virtual_devices). Default: the `data_parallel` of the repository's"
-            " settings, else auto."
+def _setting_option(name: str, help: str) -> Any:
+    """A `--name` option for a rule-choosing setting, its values those of the setting in
+    engine/config.schema.json (read, not imported: --help stays quick), its default the
+    repository's."""
+    schema = json.loads(Path(__file__).with_name("config.schema.json").read_text("utf-8"))
+    setting = schema["properties"][name]
+    values = enum.StrEnum(f"{name}_values", {v.upper(): v for v in setting["enum"]})
+    default = f"Default: the `{name}` of the repository's settings, else {setting['default']}."
+    return Annotated[
+        values | None,
+        typer.Option(
+            f"--{name.replace('_', '-')}",
+            case_sensitive=False,
+            help=f"{help} {default}",
+            show_default=False,
         ),
-        show_default=False,
-    ),
-]
+    ]
 
 
-class Precision(enum.StrEnum):
-    """The values of the `precision` setting (engine/config.schema.json)."""
-
-    FP32 = "fp32"
-    BF16 = "bf16"
-
-
-PrecisionOption = Annotated[
-    Precision | None,
-    typer.Option(
-        "--precision",
-        case_sensitive=False,
-        help=(
-            "bf16: each training step's forward pass and loss run under bfloat16 autocast;"
-            " fp32: the program's own precision. Default: the `precision` of the repository's"
-            " settings, else fp32."
-        ),
-        show_default=False,
-    ),
-]
-
-
-class Batch(enum.StrEnum):
-    """The values of the `batch` setting (engine/config.schema.json)."""
-
-    GLOBAL = "global"
-    PER_DEVICE = "per_device"
-
-
-BatchOption = Annotated[
-    Batch | None,
-    typer.Option(
-        "--batch",
-        case_sensitive=False,
-        help=(
-            "Under SPMD, per_device: the program's batch size is each device's share (the"
-            " loader's batch is multiplied by the devices); global: it is the whole step's batch."
-            " Default: the `batch` of the repository's settings, else global."
-        ),
-        show_default=False,
-    ),
-]
+DataParallelOption = _setting_option(
+    "data_parallel",
+    "spmd: shard each training batch over every XLA device (one program, SPMD); none: one"
+    " device; auto: spmd when the settings give the migrated side several devices"
+    " (virtual_devices).",
+)
+PrecisionOption = _setting_option(
+    "precision",
+    "bf16: each training step's forward pass and loss run under bfloat16 autocast; fp32: the"
+    " program's own precision.",
+)
+BatchOption = _setting_option(
+    "batch",
+    "Under SPMD, per_device: the program's batch size is each device's share (the loader's"
+    " batch is multiplied by the devices); global: it is the whole step's batch.",
+)
 CheckOption = Annotated[
     bool,
     typer.Option("--check", help="Exit with 1 when there is something to do (see above)."),
@@ -194,20 +164,13 @@ def _repository_settings(path: Path) -> Config:
 
 
 def _choices(
-    path: Path,
-    target: str | None,
-    data_parallel: DataParallel | None,
-    precision: Precision | None,
-    batch: Batch | None,
+    path: Path, target: str | None, **options: enum.StrEnum | None
 ) -> tuple[str, dict[str, str]]:
-    """The target and the settings that choose rules: the options, else the repository's."""
+    """The target and the settings that choose rules: the options given (`data_parallel=`,
+    `precision=`, `batch=`), else the repository's."""
     settings = _repository_settings(path)
-    if data_parallel is not None:
-        settings = dataclasses.replace(settings, data_parallel=data_parallel.value)
-    if precision is not None:
-        settings = dataclasses.replace(settings, precision=precision.value)
-    if batch is not None:
-        settings = dataclasses.replace(settings, batch=batch.value)
+    given = {name: value.value for name, value in options.items() if value is not None}
+    settings = dataclasses.replace(settings, **given)
     return (target if target is not None else settings.target), settings.rule_settings
 
 
@@ -330,7 +293,9 @@ def rewrite_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target, chosen = _choices(path, target, data_parallel, precision, batch)
+    target, chosen = _choices(
+        path, target, data_parallel=data_parallel, precision=precision, batch=batch
+    )
     run = checkout.run(
         path, target=target, write=write, progress=_progress("Rewriting"), settings=chosen
     )
@@ -368,7 +333,9 @@ def analyze_command(
     from pytpu.engine.reporting import review
     from pytpu.engine.rewriter import checkout
 
-    target, chosen = _choices(path, target, data_parallel, precision, batch)
+    target, chosen = _choices(
+        path, target, data_parallel=data_parallel, precision=precision, batch=batch
+    )
     run = checkout.run(
         path, target=target, write=False, progress=_progress("Analyzing"), settings=chosen
     )
