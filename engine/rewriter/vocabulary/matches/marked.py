@@ -17,7 +17,10 @@ def _marked(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     for case in cases:
         if case.values and value not in case.values:
             continue
-        bindings = patterns.Bindings(nodes={"value": node}, covered=[node])
+        nodes = {"value": node}
+        if type(node) is cst.Assign and len(node.targets) == 1:
+            nodes["target"] = node.targets[0].target  # (a marked assignment: what it assigns)
+        bindings = patterns.Bindings(nodes=nodes, covered=[node])
         if walk.satisfies(case, bindings):
             walk.plan(node, case, bindings)
             return True
@@ -28,7 +31,10 @@ def _describe(match: dict[str, Any]) -> str:
     mark = MARKS[match["marked"]]
     values = match.get("value")
     which = " equal to " + " or ".join(f"`{v!r}`" for v in values) if values else ""
-    return f"A value in the position `{mark.name}` ({mark.doc}){which}; it binds `$value`."
+    return (
+        f"A value in the position `{mark.name}` ({mark.doc}){which}; it binds `$value`, and a "
+        "marked assignment its target as `$target`."
+    )
 
 
 def _properties() -> dict[str, Any]:

@@ -1,0 +1,62 @@
+"""`column_batchers`: the module's functions that lay a corpus out in columns, one per sequence
+of the batch, and return it on the device (pytorch/examples' word_language_model `batchify`:
+`data.view(bsz, -1).t().contiguous()` then `data.to(device)`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from pytpu.engine.rewriter import cst_nodes
+from pytpu.engine.rewriter.vocabulary import fact
+from pytpu.engine.rewriter.vocabulary.contract import Walk
+
+_RESHAPES = frozenset({"view", "reshape"})
+_TRANSPOSES = frozenset({"t", "T"})
+_MOVES = frozenset({"to", "cuda"})
+
+
+def _columns(node: cst.CSTNode) -> bool:
+    """`x.view(n, -1).t()` or `.T`: rows of the whole corpus turned into columns."""
+    receiver = None
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
+        if node.func.attr.value in _TRANSPOSES and not node.args:
+            receiver = node.func.value
+    elif type(node) is cst.Attribute and node.attr.value in _TRANSPOSES:
+        receiver = node.value
+    if type(receiver) is not cst.Call or type(receiver.func) is not cst.Attribute:
+        return False
+    args = receiver.args
+    return (
+        receiver.func.attr.value in _RESHAPES
+        and len(args) == 2
+        and cst_nodes.literal_value(args[1].value) == -1
+    )
+
+
+def _returns_moved(function: cst.FunctionDef) -> bool:
+    for node in cst_nodes.walk(function.body):
+        if type(node) is cst.Return and type(node.value) is cst.Call:
+            func = node.value.func
+            if type(func) is cst.Attribute and func.attr.value in _MOVES:
+                return True
+    return False
+
+
+@fact(
+    "column_batchers",
+    "the names of the module's functions that lay a corpus out in columns, one per sequence "
+    "of the batch (`data.view(bsz, -1).t()`), and return it moved to the device "
+    "(`return data.to(device)`): the batch dimension of what they return is 1",
+    names=True,
+)
+def column_batchers(walk: Walk) -> frozenset[str]:
+    module = walk.module
+    if module is None or (walk.text and ".t" not in walk.text and ".T" not in walk.text):
+        return frozenset()
+    return frozenset(
+        node.name.value
+        for node in cst_nodes.walk(module)
+        if type(node) is cst.FunctionDef
+        and _returns_moved(node)
+        and any(_columns(inner) for inner in cst_nodes.walk(node.body))
+    )
