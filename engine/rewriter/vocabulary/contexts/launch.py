@@ -4,7 +4,10 @@ import libcst as cst
 
 from pytpu.engine.rewriter.vocabulary import CONTEXTS, Context
 from pytpu.engine.rewriter.vocabulary.contract import Walk
-from pytpu.engine.rewriter.vocabulary.facts.ddp_programs import spawns_ddp_workers
+from pytpu.engine.rewriter.vocabulary.facts.ddp_programs import (
+    joins_a_group_of_one,
+    spawns_ddp_workers,
+)
 from pytpu.engine.rewriter.vocabulary.facts.launches import launches
 from pytpu.engine.rewriter.vocabulary.facts.process_groups import (
     joins_process_group,
@@ -76,7 +79,10 @@ CONTEXTS.register(
         "module level) that launches no processes and joins a process group only under an "
         "`if` (nanoGPT's `if ddp:`): one process unless torchrun starts several",
         holds=lambda walk: (
-            not walk.fact(launches) and walk.fact(joins_process_group_if_asked) and _is_entry(walk)
+            not walk.fact(launches)
+            and walk.fact(joins_process_group_if_asked)
+            and not walk.fact(joins_a_group_of_one)  # (a DDP program SPMD runs already)
+            and _is_entry(walk)
         ),
     )
 )
@@ -87,5 +93,14 @@ CONTEXTS.register(
         "and wraps its model in DDP: a DDP program whole in one file, which one SPMD process "
         "runs under `data_parallel: spmd`",
         holds=lambda walk: walk.fact(spawns_ddp_workers),
+    )
+)
+CONTEXTS.register(
+    Context(
+        name="not_a_group_of_one",
+        doc="only in a file that does not run as one process in a process group of one "
+        "(`init_process_group(..., world_size=1)`, a DDP program converted to SPMD, where "
+        "`DataParallel` is the intended pass-through)",
+        holds=lambda walk: not walk.fact(joins_a_group_of_one),
     )
 )
