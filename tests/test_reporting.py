@@ -327,7 +327,7 @@ def test_the_evidence_counts_the_devices_used_and_present():
     assert (
         "- Devices used: ⚠️ **1 of 4**: each step ran on 1 device while 3 stayed idle; only data"
         " parallelism over a mesh of every device (SPMD) uses them all (the setting"
-        " `data_parallel: spmd`)"
+        " `data_parallel: spmd`)\n- Host transfers per step"  # (a line of its own)
     ) in section(render(doc), "XLA evidence")
     # SPMD on, but no batch to shard found: the report says why the devices stayed idle
     rules = doc["changes"]["files"][0]["rules"]
@@ -336,6 +336,7 @@ def test_the_evidence_counts_the_devices_used_and_present():
         "stayed idle; the migration turned SPMD on (PYTPU891) but found no batch a training step"
         " moves to the device to shard (PYTPU892"
     ) in section(render(doc), "XLA evidence")
+    assert "computed the whole step\n- Host transfers" in section(render(doc), "XLA evidence")
     rules.append({"converted": 0, "noted": 1, "flagged": 0, "id": "R-SPMD-02", "code": "PYTPU892"})
     assert "the migration marks batches for sharding (PYTPU892), but no step split one" in (
         section(render(doc), "XLA evidence")
@@ -595,6 +596,13 @@ def test_the_environment_section_names_what_was_installed_and_each_changed_pin()
     assert len(table) == 2
     own = markdown.render(load("parity")).split("## Environment", 1)[1].split("\n## ", 1)[0]
     assert "declares no requirements" in own and "torch 2.9.0, torch-xla 2.9.0" in own
+    # a requirements file PyTPU's environment meets (`torch>=2.6`: pytorch/examples'
+    # word_language_model) is no absence of requirements
+    doc = load("parity")
+    doc["environment"]["declared"]["files"] = ["word_language_model/requirements.txt"]
+    met = markdown.render(doc).split("## Environment", 1)[1].split("\n## ", 1)[0]
+    assert "declares no requirements" not in met
+    assert "PyTPU's environment meets what `word_language_model/requirements.txt` declares" in met
 
 
 def test_the_intro_names_the_targets_versions_and_why_it_was_chosen():
