@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import os
 import sys
@@ -99,12 +100,16 @@ TargetOption = Annotated[
 ]
 
 
+@functools.cache
+def _settings_schema() -> dict[str, Any]:
+    """engine/config.schema.json, read once (not imported: --help stays quick)."""
+    return json.loads(Path(__file__).with_name("config.schema.json").read_text("utf-8"))
+
+
 def _setting_option(name: str, help: str) -> Any:
     """A `--name` option for a rule-choosing setting, its values those of the setting in
-    engine/config.schema.json (read, not imported: --help stays quick), its default the
-    repository's."""
-    schema = json.loads(Path(__file__).with_name("config.schema.json").read_text("utf-8"))
-    setting = schema["properties"][name]
+    engine/config.schema.json, its default the repository's."""
+    setting = _settings_schema()["properties"][name]
     values = enum.StrEnum(f"{name}_values", {v.upper(): v for v in setting["enum"]})
     default = f"Default: the `{name}` of the repository's settings, else {setting['default']}."
     return Annotated[

@@ -13,6 +13,8 @@ from pytpu.engine.rewriter.vocabulary.contract import Walk
 _RESHAPES = frozenset({"view", "reshape"})
 _TRANSPOSES = frozenset({"t", "T"})
 _MOVES = frozenset({"to", "cuda"})
+# what a file that transposes a tensor contains (`.t()`, `.T`; not `.to(`)
+TRANSPOSE_WORDS = frozenset({".t()", ".T"})
 
 
 def _columns(node: cst.CSTNode) -> bool:
@@ -51,7 +53,7 @@ def _returns_moved(function: cst.FunctionDef) -> bool:
 )
 def column_batchers(walk: Walk) -> frozenset[str]:
     module = walk.module
-    if module is None or (walk.text and ".t" not in walk.text and ".T" not in walk.text):
+    if module is None or (walk.text and not any(word in walk.text for word in TRANSPOSE_WORDS)):
         return frozenset()
     return frozenset(
         node.name.value

@@ -9,7 +9,10 @@ import libcst as cst
 from pytpu.engine.rewriter import cst_nodes
 from pytpu.engine.rewriter.vocabulary import MARKS, PositionMark
 from pytpu.engine.rewriter.vocabulary.contract import Walk
-from pytpu.engine.rewriter.vocabulary.facts.column_batchers import column_batchers
+from pytpu.engine.rewriter.vocabulary.facts.column_batchers import (
+    TRANSPOSE_WORDS,
+    column_batchers,
+)
 
 
 def _column_corpora(walk: Walk, node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -32,6 +35,6 @@ MARKS.register(
         node_types=(cst.Assign,),
         find=_column_corpora,
         order=60,
-        words=frozenset({".t"}),
+        words=TRANSPOSE_WORDS,
     )
 )
