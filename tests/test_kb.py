@@ -192,6 +192,14 @@ def test_a_rule_that_overrides_another_comes_first_on_code_both_match():
     assert not codes & {"PYTPU851", "PYTPU854", "PYTPU857", "PYTPU868"}  # (nor their flags)
     after, _ = migrate_text(source, rule_index("torch_xla", None, ()))
     assert "torch_xla.launch(main" in after  # without the setting, one process per device
+    # processes in different roles over RPC (pytorch/examples' ddp_rpc: a master, a parameter
+    # server, trainers) are no program run N times: they stay processes
+    roles = source.replace(
+        "def main(rank, size):\n",
+        "def main(rank, size):\n    if rank == 2:\n        dist.rpc.init_rpc('master')\n",
+    )
+    after, _ = migrate_text(roles, spmd)
+    assert "torch_xla.launch(main" in after and "main(0, 2)" not in after
 
 
 def test_invalid_yaml_names_the_line(tmp_path):

@@ -91,6 +91,7 @@ class RuleIndex:
         self.process_groups = frozenset(kb.loops.get("process_groups", []))
         self.worker_spawners = frozenset(kb.loops.get("worker_spawners", []))
         self.ddp_wrappers = frozenset(kb.loops.get("ddp_wrappers", []))
+        self.role_splitting_calls = frozenset(kb.loops.get("role_splitting_calls", []))
         self.rank_guards = devices.RankGuards.from_kb(kb.rank_guards)
 
     def _index_patterns(self, case: RuleCase) -> None:

@@ -134,6 +134,9 @@ class Index(Protocol):
     @property
     def ddp_wrappers(self) -> frozenset[str]: ...  # DistributedDataParallel
 
+    @property
+    def role_splitting_calls(self) -> frozenset[str]: ...  # RPC: processes in different roles
+
 
 class Walk(Protocol):
     """Pass 1 over one module (`analysis.FileAnalysis`): its queries, and the hooks' acts

@@ -14,9 +14,10 @@ from pytpu.engine.rewriter.vocabulary.facts.launches import calls_of, calls_one_
 @fact(
     "spawns_ddp_workers",
     "whether the module calls one of the KB's `loops.worker_spawners` (`mp.spawn`), one of its "
-    "`loops.process_groups` and one of its `loops.ddp_wrappers` (DistributedDataParallel): a "
-    "DDP program whole in one file, which one SPMD process can run (a wrap or a process group "
-    "in another file is not seen, and such a program keeps its processes)",
+    "`loops.process_groups` and one of its `loops.ddp_wrappers` (DistributedDataParallel), and "
+    "none of its `loops.role_splitting_calls` (RPC's `init_rpc`): a DDP program whole in one "
+    "file whose processes all do the same, which one SPMD process can run (a wrap or a process "
+    "group in another file is not seen, and such a program keeps its processes)",
 )
 def spawns_ddp_workers(walk: Walk) -> bool:
     index = walk.index
@@ -24,6 +25,7 @@ def spawns_ddp_workers(walk: Walk) -> bool:
         calls_one_of(walk, index.worker_spawners)
         and calls_one_of(walk, index.process_groups)
         and calls_one_of(walk, index.ddp_wrappers)
+        and not calls_one_of(walk, index.role_splitting_calls)
     )
 
 
