@@ -350,6 +350,12 @@ def test_graphs_compiled_once_after_warm_up_are_a_steady_state():
     assert benchmark._settled(between_epochs, 10, 4)
     twice = warm_up + [6] * 5 + [8, 8, 10, 10, 10]  # at two points: not one part compiled once
     assert not benchmark._settled(twice, 10, 4)
+    # word_language_model: an epoch's last, shorter bptt slice compiled its step's graph, and
+    # the evaluation after it its own in the next step's interval; the later steps, nothing
+    epoch_end = warm_up + [6] * 5 + [7, 8, 8, 8, 8]
+    assert benchmark._settled(epoch_end, 10, 2)
+    assert not benchmark._settled(warm_up + [6] * 5 + [7, 8, 9, 9, 9], 10, 3)  # three in a row
+    assert not benchmark._settled(warm_up + [6] * 5 + [7, 7, 8, 8, 8], 10, 2)  # not adjacent
     assert not benchmark._settled([], 10, 2)  # (a record without the counts: not shown settled)
     assert benchmark._settled(warm_up + [6] * 10, 10, 0)
 

@@ -550,10 +550,11 @@ def _throughput(
 
 def _settled(graphs: list[int], timed: int, after_warmup: int) -> bool:
     """The compilations after warm-up stopped: the later half of the timed steps compiled
-    nothing, or they all came at one point (one step's interval: an evaluation pass between
-    epochs, with the last partial batch before it). Graphs compiled once (a part the warm-up
-    had not reached) are no recompilation; a graph per step (a shape or a Python value that
-    changes) comes step after step."""
+    nothing, or they all came at one point: one step's interval (an evaluation pass between
+    epochs), or an epoch's end over two (its last partial batch compiles in its own step, the
+    evaluation after it in the next) with a later step compiling nothing. Graphs compiled once
+    (a part the warm-up had not reached) are no recompilation; a graph per step (a shape or a
+    Python value that changes) comes step after step."""
     if not after_warmup:
         return True
     if len(graphs) <= timed:
@@ -562,7 +563,14 @@ def _settled(graphs: list[int], timed: int, after_warmup: int) -> bool:
     if graphs[-1] == graphs[-(timed - timed // 2) - 1]:
         return True
     window = graphs[-(timed + 1) :]  # the counts at the boundaries of the timed steps
-    return sum(after > before for before, after in zip(window, window[1:], strict=False)) == 1
+    rises = [
+        step
+        for step, (before, after) in enumerate(zip(window, window[1:], strict=False))
+        if after > before
+    ]
+    if len(rises) == 1:
+        return True
+    return len(rises) == 2 and rises[1] == rises[0] + 1 and rises[1] < timed - 1
 
 
 def _host_name(device: str) -> str:

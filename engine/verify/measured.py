@@ -57,7 +57,7 @@ class Compile(Model, kw_only=True):
         bool | UnsetType,
         "the later half of the timed steps compiled nothing, or all compilations after"
         " warm-up came at one point (graphs compiled once: an evaluation pass, a last partial"
-        " batch)",
+        " batch and the evaluation after it)",
     ) = UNSET
 
 
