@@ -10,21 +10,24 @@ import libcst as cst
 from pytpu.engine.rewriter import cst_nodes, patterns
 from pytpu.engine.rewriter.vocabulary import MARKS, MATCH_KINDS, MatchKind
 from pytpu.engine.rewriter.vocabulary.contract import Case, Walk
+from pytpu.engine.rewriter.vocabulary.matches.patterns import plan_with_flags
 
 
 def _marked(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
+    """The first case that changes code rewrites the site; display-only rules marking the
+    same position add their flags (a corpus sharded by one rule, flagged by another)."""
     value = cst_nodes.literal_value(node)
-    for case in cases:
+    nodes = {"value": node}
+    if type(node) is cst.Assign and len(node.targets) == 1:
+        nodes["target"] = node.targets[0].target  # (a marked assignment: what it assigns)
+
+    def bind(_: None, case: Case) -> patterns.Bindings | None:
         if case.values and value not in case.values:
-            continue
-        nodes = {"value": node}
-        if type(node) is cst.Assign and len(node.targets) == 1:
-            nodes["target"] = node.targets[0].target  # (a marked assignment: what it assigns)
-        bindings = patterns.Bindings(nodes=nodes, covered=[node])
-        if walk.satisfies(case, bindings):
-            walk.plan(node, case, bindings)
-            return True
-    return False
+            return None
+        bindings = patterns.Bindings(nodes=dict(nodes), covered=[node])
+        return bindings if walk.satisfies(case, bindings) else None
+
+    return plan_with_flags(walk, node, [(case, None) for case in cases], bind)
 
 
 def _describe(match: dict[str, Any]) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import libcst as cst
 
 from pytpu.engine.rewriter import patterns
@@ -31,17 +34,39 @@ def _match(walk: Walk, node: cst.CSTNode, _cases: list[Case]) -> bool:
         # `self.is_cuda = ...` makes `.is_cuda` the program's own attribute: a pattern over
         # any object's `.is_cuda` is not about it
         candidates = [(c, p) for c, p in candidates if patterns.wildcard_name(p.value) is None]
-    flags: list = []
-    chosen = None
-    for case, pattern in candidates or ():
-        if chosen is not None and case.changes_code:
-            continue  # one rewrite per node; flags of other rules may join it
-        if any(case.rule is c.rule for c, _ in [*flags, *([chosen] if chosen else [])]):
-            continue  # within a rule, the first case that matches decides
+
+    def bind(pattern: cst.CSTNode, case: Case) -> patterns.Bindings | None:
         bindings = patterns.Bindings()
         if patterns.match(pattern, node, walk.resolver, bindings) and walk.satisfies(
             case, bindings
         ):
+            return bindings
+        return None
+
+    return plan_with_flags(
+        walk, node, [(case, pattern) for case, pattern in candidates or ()], bind
+    )
+
+
+def plan_with_flags(
+    walk: Walk,
+    node: cst.CSTNode,
+    candidates: list[tuple[Case, Any]],
+    bind: Callable[[Any, Case], patterns.Bindings | None],
+) -> bool:
+    """Plan the site from the candidates in order: the first case that changes code (and
+    holds: `bind` gives its bindings) is the one rewrite of the node; display-only cases of
+    other rules that hold add their flags to it; within a rule, the first case that holds
+    decides."""
+    flags: list = []
+    chosen = None
+    for case, what in candidates:
+        if chosen is not None and case.changes_code:
+            continue  # one rewrite per node; flags of other rules may join it
+        if any(case.rule is c.rule for c, _ in [*flags, *([chosen] if chosen else [])]):
+            continue  # within a rule, the first case that matches decides
+        bindings = bind(what, case)
+        if bindings is not None:
             if case.changes_code:
                 chosen = (case, bindings)
             else:
