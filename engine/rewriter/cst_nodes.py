@@ -226,3 +226,13 @@ def names_assigned(
         for target in node.targets
         if (name := dotted_name(target.target)) is not None
     )
+
+
+def row_slice(node: cst.CSTNode) -> cst.Slice | None:
+    """`x[start:stop]`'s one slice, with both bounds and no step."""
+    if type(node) is not cst.Subscript or len(node.slice) != 1:
+        return None
+    part = node.slice[0].slice
+    if type(part) is not cst.Slice or part.lower is None or part.upper is None:
+        return None
+    return part if part.step is None else None

@@ -20,6 +20,10 @@ def _marked(walk: Walk, node: cst.CSTNode, cases: list[Case]) -> bool:
     nodes = {"value": node}
     if type(node) is cst.Assign and len(node.targets) == 1:
         nodes["target"] = node.targets[0].target  # (a marked assignment: what it assigns)
+    bounds = cst_nodes.row_slice(node)
+    if bounds is not None:  # (a marked slice `x[start:stop]`: its parts)
+        assert isinstance(node, cst.Subscript)
+        nodes.update(sliced=node.value, start=bounds.lower, stop=bounds.upper)
 
     def bind(_: None, case: Case) -> patterns.Bindings | None:
         if case.values and value not in case.values:
@@ -36,7 +40,8 @@ def _describe(match: dict[str, Any]) -> str:
     which = " equal to " + " or ".join(f"`{v!r}`" for v in values) if values else ""
     return (
         f"A value in the position `{mark.name}` ({mark.doc}){which}; it binds `$value`, and a "
-        "marked assignment its target as `$target`."
+        "marked assignment its target as `$target`, a marked slice `x[start:stop]` its parts as "
+        "`$sliced`, `$start` and `$stop`."
     )
 
 
