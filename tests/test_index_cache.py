@@ -53,3 +53,29 @@ def test_another_kb_or_a_damaged_file_is_built_anew(tmp_path, monkeypatch):
         stored.write_bytes(b"not a pickle")
     assert index_cache.load_or_build(directory, "t", build).rules
     assert len(calls) == 3
+
+
+def test_an_index_built_from_a_kb_loaded_before_its_files_changed_is_not_stored(
+    tmp_path, monkeypatch
+):
+    """A process that loaded the KB, then saw its files change (a long session, an upgrade while
+    a server runs), builds from what it loaded: stored under the new files' name, the old rules
+    would reach every later run (a CI run once read a rule removed two commits before)."""
+    monkeypatch.setenv("PYTPU_CACHE_DIR", str(tmp_path / "cache"))
+    directory = tmp_path / "kb"
+    shutil.copytree(kb.kb_dir(), directory)
+    loaded_before = kb.load(directory)
+    path = directory / "device.yaml"
+    path.write_text(path.read_text() + "\n# a comment changes the fingerprint\n")
+
+    def stale_build() -> RuleIndex:
+        return RuleIndex(loaded_before, loaded_before.select())
+
+    assert index_cache.load_or_build(directory, "t", stale_build).rules
+    assert not list((tmp_path / "cache" / "index").glob("*.pickle"))
+    build, calls = _build(directory)
+    fresh = index_cache.load_or_build(directory, "t", build)
+    assert fresh.kb.digest != loaded_before.digest
+    assert list((tmp_path / "cache" / "index").glob("*.pickle"))
+    assert index_cache.load_or_build(directory, "t", build).kb.digest == fresh.kb.digest
+    assert len(calls) == 1

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytpu.engine.rewriter import vocabulary
+from pytpu.engine.rewriter import kb, vocabulary
 from pytpu.engine.rewriter.index import RuleIndex
 
 _REWRITER = Path(__file__).parent
@@ -35,11 +35,17 @@ def cache_root() -> Path | None:
 
 
 def load_or_build(kb_dir: Path, key: str, build: Callable[[], RuleIndex]) -> RuleIndex:
-    """The index stored under the fingerprint of its sources, else `build()` (then stored)."""
+    """The index stored under the fingerprint of its sources, else `build()` (then stored).
+
+    An index is stored only under the fingerprint of what it was built from: a process that
+    loaded the KB before its files changed (a long test session, a server while PyTPU is
+    upgraded) builds from what it loaded, and storing that under the new files' name would
+    hand the old rules to every later run."""
     root = cache_root()
     if root is None:
         return build()
-    path = root / "index" / f"{_fingerprint(kb_dir, key)}.pickle"
+    kb_digest = kb_files_digest(kb_dir)
+    path = root / "index" / f"{_fingerprint(kb_digest, key)}.pickle"
     vocabulary.load()
     try:
         with open(path, "rb") as stored:
@@ -47,8 +53,14 @@ def load_or_build(kb_dir: Path, key: str, build: Callable[[], RuleIndex]) -> Rul
     except Exception:  # missing, from another pickle protocol, cut short: build it anew
         pass
     index = build()
-    _store(path, index)
+    if index.kb.digest == kb_digest:
+        _store(path, index)
     return index
+
+
+def kb_files_digest(kb_dir: Path) -> str:
+    """The fingerprint of kb/'s files as they are now (`KnowledgeBase.digest` when loaded)."""
+    return kb.sources_digest(kb.read_sources(kb_dir))
 
 
 def _libcst_version() -> str:
@@ -61,15 +73,22 @@ def _libcst_version() -> str:
     return __version__
 
 
-def _fingerprint(kb_dir: Path, key: str) -> str:
+def _fingerprint(kb_digest: str, key: str) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{sys.version}\0{_libcst_version()}\0{key}\0".encode())
-    sources = sorted(kb_dir.glob("*.yaml")) + [kb_dir / "schema.json"]
-    sources += sorted(_REWRITER.rglob("*.py"))
-    for source in sources:
-        digest.update(f"{source.relative_to(source.parent.parent)}\0".encode())
+    digest.update(f"{sys.version}\0{_libcst_version()}\0{key}\0{kb_digest}\0{_ENGINE}".encode())
+    return digest.hexdigest()
+
+
+def _engine_digest() -> str:
+    """The rewriter's sources, read when it is imported: the code this process runs."""
+    digest = hashlib.sha256()
+    for source in sorted(_REWRITER.rglob("*.py")):
+        digest.update(f"{source.relative_to(_REWRITER)}\0".encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()
+
+
+_ENGINE = _engine_digest()
 
 
 def _store(path: Path, index: RuleIndex) -> None:

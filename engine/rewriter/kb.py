@@ -141,6 +141,8 @@ class KnowledgeBase:
     # family -> its file's top-level entries other than the rules (title, description, settings)
     families: dict[str, dict[str, Any]] = field(default_factory=dict)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # TABLES, by name
+    # the fingerprint of the files as they were read (`sources_digest`): the cached index's name
+    digest: str = ""
 
     def __post_init__(self) -> None:
         self.by_id = {r.id: r for r in self.rules}
@@ -199,13 +201,14 @@ def validate_document(document: Any, path: str) -> None:
     raise KBError(path, rule_id, f"{location}: {error.message}")
 
 
-def load_file(path: Path) -> dict[str, Any]:
+def load_file(path: Path, text: str | None = None) -> dict[str, Any]:
+    """One file of kb/ (its `text` when it was read already), checked against its schema."""
     import yaml  # (only when the KB is built: a run that finds the index in the cache skips it)
 
     try:
         # (libyaml's loader where PyYAML has it: five times the pure-Python one's speed)
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8") if text is None else text
         document = yaml.load(text, Loader=loader)  # noqa: S506
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -438,7 +441,8 @@ def load(directory: Path | None = None) -> KnowledgeBase:
     device_positions: dict[str, list[str]] = {"keywords": [], "first_argument_of": [], "names": []}
     rank_guards: dict[str, list[str]] = {}
     loops: dict[str, Any] = {}
-    files = sorted(p for p in directory.glob("*.yaml"))
+    read = read_sources(directory)  # (once: the fingerprint is of the very bytes loaded)
+    files = [p for p in read if p.suffix == ".yaml"]
     if not files:
         raise KBError(str(directory), None, "no *.yaml rule files found")
     families: dict[str, dict[str, Any]] = {}
@@ -446,7 +450,7 @@ def load(directory: Path | None = None) -> KnowledgeBase:
     seen_codes: dict[str, str] = {}
     tables: dict[str, dict[str, Any]] = {}
     for path in files:
-        document = load_file(path)
+        document = load_file(path, read[path].decode("utf-8"))  # (schema.json: by `schema`)
         rel = f"kb/{path.name}"
         if path.stem in TABLES:
             tables[path.stem] = document
@@ -485,7 +489,23 @@ def load(directory: Path | None = None) -> KnowledgeBase:
         files=[f"kb/{p.name}" for p in files if p.stem not in TABLES],
         families=families,
         tables=tables,
+        digest=sources_digest(read),
     )
+
+
+def sources_digest(read: Mapping[Path, bytes]) -> str:
+    """The fingerprint of kb/'s files (`*.yaml` and `schema.json`, by name and content)."""
+    digest = hashlib.sha256()
+    for path in sorted(read):
+        digest.update(f"kb/{path.name}\0".encode())
+        digest.update(read[path])
+    return digest.hexdigest()
+
+
+def read_sources(directory: Path) -> dict[Path, bytes]:
+    """kb/'s files as `load` reads them, for `sources_digest`."""
+    paths = [*sorted(directory.glob("*.yaml")), directory / "schema.json"]
+    return {path: path.read_bytes() for path in paths if path.suffix == ".yaml" or path.exists()}
 
 
 @cache
