@@ -300,6 +300,19 @@ def test_compare_gives_the_speedup_of_the_median_step(on_xla, tmp_path):
     assert compared.speedup == pytest.approx(baseline.median_ms / on_xla.median_ms, 1e-2)
 
 
+def test_the_method_says_when_a_program_ended_before_its_timed_steps():
+    """A program with no step setting to raise times fewer steps than asked: the method says
+    how few, not the number asked for (a report once said 10 of a run that timed 3)."""
+    asked = 10
+    full = msgspec.structs.replace(_side(100.0), steps_timed=asked, step_ms=[100.0] * asked)
+    short = msgspec.structs.replace(_side(50.0), steps_timed=3, step_ms=[50.0] * 3)
+    compared = benchmark.compare("python train.py", [full], [short], WARMUP, asked)
+    assert "the program ended after 3 timed steps in its shortest run" in compared.method
+    assert "(10 asked for;" in compared.method
+    whole = benchmark.compare("python train.py", [full], [full], WARMUP, asked)
+    assert whole.method == benchmark.method(asked)
+
+
 def test_compare_without_a_median_has_no_speedup_and_names_the_side(on_xla):
     failed = msgspec.structs.replace(
         on_xla, device="cpu", device_name="CPU", median_ms=None, error="only 1 steps ran"

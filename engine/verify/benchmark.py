@@ -75,11 +75,18 @@ METHOD = (
 )
 
 
-def method(steps: int, least_seconds: float = 0.0) -> str:
-    """METHOD with the timed steps a run takes."""
+def method(steps: int, least_seconds: float = 0.0, fewest: int | None = None) -> str:
+    """METHOD with the timed steps a run takes; `fewest`: the fewest a run timed, when the
+    program ended before it had them (no setting to raise, or not raised enough)."""
     timed = f"{steps}"
     if least_seconds:
         timed += f" or more, until they last {least_seconds:g} s in all, at most {MOST_TIMED}"
+    if fewest is not None and fewest < steps:
+        timed += (
+            f" asked for; the program ended after {fewest} timed"
+            f" {'step' if fewest == 1 else 'steps'} in its shortest run, so its medians are of"
+            " fewer steps"
+        )
     return METHOD.format(timed=timed)
 
 
@@ -369,9 +376,10 @@ def compare(
         if result.error
     ]
     interval = estimate.interval
+    counts = [len(r.step_ms) for r in (*baseline, *target) if r.step_ms and not r.error]
     return StepBenchmark(
         command=command,
-        method=method(steps, least_seconds),
+        method=method(steps, least_seconds, min(counts, default=None)),
         warmup=warmup,
         steps=steps,
         least_seconds=least_seconds,

@@ -35,11 +35,28 @@ def _columns(node: cst.CSTNode) -> bool:
     )
 
 
+def _moved(node: cst.CSTNode) -> bool:
+    return (
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value in _MOVES
+    )
+
+
 def _returns_moved(function: cst.FunctionDef) -> bool:
+    """`return data.to(device)`, or `data = data.cuda()` (under a condition too: `if
+    args.cuda:`, salesforce's awd-lstm-lm) then `return data`."""
+    moved_names = {
+        name
+        for node in cst_nodes.walk(function.body)
+        if type(node) is cst.Assign
+        and len(node.targets) == 1
+        and _moved(node.value)
+        and (name := cst_nodes.dotted_name(node.targets[0].target)) is not None
+    }
     for node in cst_nodes.walk(function.body):
-        if type(node) is cst.Return and type(node.value) is cst.Call:
-            func = node.value.func
-            if type(func) is cst.Attribute and func.attr.value in _MOVES:
+        if type(node) is cst.Return and node.value is not None:
+            if _moved(node.value) or cst_nodes.dotted_name(node.value) in moved_names:
                 return True
     return False
 
@@ -48,7 +65,8 @@ def _returns_moved(function: cst.FunctionDef) -> bool:
     "column_batchers",
     "the names of the module's functions that lay a corpus out in columns, one per sequence "
     "of the batch (`data.view(bsz, -1).t()`), and return it moved to the device "
-    "(`return data.to(device)`): the batch dimension of what they return is 1",
+    "(`return data.to(device)`, or `data = data.cuda()` then `return data`): the batch "
+    "dimension of what they return is 1",
     names=True,
 )
 def column_batchers(walk: Walk) -> frozenset[str]:

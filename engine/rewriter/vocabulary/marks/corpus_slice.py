@@ -14,9 +14,7 @@ from pytpu.engine.rewriter.vocabulary.facts.corpus_slicers import corpus_slicers
 
 def _corpus_slices(walk: Walk, node: cst.CSTNode) -> list[cst.CSTNode]:
     assert isinstance(node, cst.FunctionDef)
-    slicers = walk.fact(corpus_slicers)
-    prefix = node.name.value + "."
-    sliced = {entry[len(prefix) :] for entry in slicers if entry.startswith(prefix)}
+    sliced = walk.fact(corpus_slicers).get(id(node))
     if not sliced:
         return []
     return [
