@@ -32,7 +32,7 @@ from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.loops import DEVICE_WORDS, LoopAnalyzer, LoopPlan
 from pytpu.engine.rewriter.resolve import MODULE_ROOTS, Resolver
 from pytpu.engine.rewriter.vocabulary import PositionMark
-from pytpu.engine.rewriter.vocabulary.contract import Fact
+from pytpu.engine.rewriter.vocabulary.contract import NO_CHECKOUT_FACTS, CheckoutFacts, Fact
 
 T = TypeVar("T")
 
@@ -57,8 +57,15 @@ class FileAnalysis:
     """The walk over one module: bookkeeping of names, devices and loops, and the match kinds
     of the vocabulary offered each node (see `vocabulary/`)."""
 
-    def __init__(self, index: RuleIndex, resolver: Resolver, imports: ImportTracker):
+    def __init__(
+        self,
+        index: RuleIndex,
+        resolver: Resolver,
+        imports: ImportTracker,
+        checkout: CheckoutFacts = NO_CHECKOUT_FACTS,
+    ):
         self.index = index
+        self.checkout = checkout  # what the checkout's other files say about this one
         self.offered = index.by_type  # node type -> the match kinds to try on it
         self.positions = index.positions
         self.marks_of_type = index.marks_of_type  # node type -> the position marks at it

@@ -20,7 +20,7 @@ from typing import Any
 import libcst as cst
 from packaging.version import Version
 
-from pytpu.engine.rewriter import index_cache
+from pytpu.engine.rewriter import checkout_facts, index_cache
 from pytpu.engine.rewriter import kb as kb_module
 from pytpu.engine.rewriter.findings import KINDS
 from pytpu.engine.rewriter.formatting import black_mode_for
@@ -36,6 +36,7 @@ from pytpu.engine.rewriter.single_file import (  # noqa: F401 (this module's API
     migrate_text,
 )
 from pytpu.engine.rewriter.sources import SourceError, discover, read_source, write_atomically
+from pytpu.engine.rewriter.vocabulary.contract import NO_CHECKOUT_FACTS, CheckoutFacts
 
 
 @dataclass
@@ -131,9 +132,14 @@ def _parse_error(exc: cst.ParserSyntaxError, text: str) -> str:
 
 
 def rewrite_file(
-    path: Path, root: Path, compiled: RuleIndex, write: bool
+    path: Path,
+    root: Path,
+    compiled: RuleIndex,
+    write: bool,
+    facts: CheckoutFacts = NO_CHECKOUT_FACTS,
 ) -> tuple[FileResult, bool]:
-    """Migrate one file. Returns its result and whether it was parsed (for the benchmark)."""
+    """Migrate one file (`facts`: what the checkout's other files say about it). Returns its
+    result and whether it was parsed (for the benchmark)."""
     rel = path.relative_to(root).as_posix() if root in path.parents else path.name
     if path.suffix == ".ipynb":
         from pytpu.engine.rewriter import notebooks
@@ -150,7 +156,7 @@ def rewrite_file(
         return result, False  # no rule can apply: the file is not even parsed
     mode = black_mode_for(path.parent.resolve(), root.resolve())
     try:
-        migrated = migrate_source(source.text, compiled, rel, black_mode=mode)
+        migrated = migrate_source(source.text, compiled, rel, black_mode=mode, checkout=facts)
     except cst.ParserSyntaxError as exc:
         result.outcome = Failed(f"{rel}: {_parse_error(exc, source.text)}")
         return result, parsed
@@ -191,13 +197,27 @@ def run(
     )
     for _p, reason in problems:
         run_result.files.append(FileResult(_rel(_p, base), Failed(f"{_rel(_p, base)}: {reason}")))
+    neighbours = checkout_facts.gather(
+        (p for p in files if p.suffix == ".py"), base, _text_or_none(base)
+    )
     iterable: Iterable[Path] = progress(files, len(files)) if progress else files
     with _few_collections():
         for path in iterable:
-            result, parsed = rewrite_file(path, base, compiled, write)
+            facts = neighbours.get(path, NO_CHECKOUT_FACTS)
+            result, parsed = rewrite_file(path, base, compiled, write, facts)
             run_result.parsed += parsed
             run_result.files.append(result)
     return run_result
+
+
+def _text_or_none(root: Path) -> Callable[[Path], str | None]:
+    def read(path: Path) -> str | None:
+        try:
+            return read_source(path, root).text
+        except SourceError:
+            return None  # (the file's own run reports it)
+
+    return read
 
 
 @contextmanager

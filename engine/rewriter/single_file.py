@@ -18,6 +18,7 @@ from pytpu.engine.rewriter.findings import KINDS, Finding, WrittenComment
 from pytpu.engine.rewriter.formatting import format_changed
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.transform import preferred_quote, transform_module
+from pytpu.engine.rewriter.vocabulary.contract import NO_CHECKOUT_FACTS, CheckoutFacts
 
 
 class FormatDetails(Protocol):
@@ -138,15 +139,20 @@ class MigratedSource:
 
 
 def migrate_source(
-    text: str, index: RuleIndex, path: str = "<string>", black_mode: Any = None
+    text: str,
+    index: RuleIndex,
+    path: str = "<string>",
+    black_mode: Any = None,
+    checkout: CheckoutFacts = NO_CHECKOUT_FACTS,
 ) -> MigratedSource:
-    """New source for `text`, what was found and the comments written. Raises
+    """New source for `text` (`checkout`: what the checkout's other files say about it), what
+    was found and the comments written. Raises
     libcst.ParserSyntaxError on bad input and OutputDoesNotParse if a rule produced code that
     does not parse."""
     if not index.may_match(text):
         return MigratedSource(text, [], [])
     module = cst.parse_module(text)
-    result = transform_module(module, index, preferred_quote(text), text)
+    result = transform_module(module, index, preferred_quote(text), text, checkout)
     new = result.code
     if new == text:
         return MigratedSource(text, result.findings, [])

@@ -29,6 +29,7 @@ from pytpu.engine.rewriter.imports import ImportTracker
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.resolve import ImportTableResolver, ScopeResolver
+from pytpu.engine.rewriter.vocabulary.contract import NO_CHECKOUT_FACTS, CheckoutFacts
 
 STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _DEFERRED = object()
@@ -466,12 +467,17 @@ def preferred_quote(text: str) -> str:
 
 
 def transform_module(
-    module: cst.Module, index: RuleIndex, quote: str = "'", text: str = ""
+    module: cst.Module,
+    index: RuleIndex,
+    quote: str = "'",
+    text: str = "",
+    checkout: CheckoutFacts = NO_CHECKOUT_FACTS,
 ) -> TransformResult:
-    """Apply all rules to `module`. `module` itself is left as it was."""
-    analysis, imports = _analyse(module, index, text)
+    """Apply all rules to `module` (`checkout`: what the checkout's other files say about it).
+    `module` itself is left as it was."""
+    analysis, imports = _analyse(module, index, text, checkout)
     if analysis.writes_device_work():
-        analysis, imports = _analyse(module, index, text, device_aware=True)
+        analysis, imports = _analyse(module, index, text, checkout, device_aware=True)
     if not analysis.plans and not analysis.setups:
         return TransformResult(module=module, findings=[], code=text or module.code)
     if analysis.first_site is not None:
@@ -495,18 +501,22 @@ def transform_module(
 
 
 def _analyse(
-    module: cst.Module, index: RuleIndex, text: str, device_aware: bool | None = None
+    module: cst.Module,
+    index: RuleIndex,
+    text: str,
+    checkout: CheckoutFacts,
+    device_aware: bool | None = None,
 ) -> tuple[FileAnalysis, ImportTracker]:
     """Pass 1 over `module`, with the import table, or libcst's scope analysis where a name the
     import table answered for is also bound another way."""
     resolver = ImportTableResolver(index.pattern_roots, index.public_paths)
     imports = ImportTracker(index.kb.modules)
-    analysis = FileAnalysis(index, resolver, imports).run(module, text, device_aware)
+    analysis = FileAnalysis(index, resolver, imports, checkout).run(module, text, device_aware)
     if not resolver.consistent():
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         imports = ImportTracker(index.kb.modules)
         scopes = ScopeResolver(wrapper, index.public_paths, resolver.value_aliases)
-        analysis = FileAnalysis(index, scopes, imports).run(module, text, device_aware)
+        analysis = FileAnalysis(index, scopes, imports, checkout).run(module, text, device_aware)
     return analysis, imports
 
 

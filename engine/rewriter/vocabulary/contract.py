@@ -13,9 +13,9 @@ kept by the walk, never in a module-level cache.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 import libcst as cst
@@ -179,6 +179,9 @@ class Walk(Protocol):
     @property
     def device_aware(self) -> bool: ...  # a device program: its loops are steps
 
+    @property
+    def checkout(self) -> CheckoutFacts: ...  # what the checkout's other files say about it
+
     def rank_guarded(self) -> bool: ...
 
     def in_step(self) -> bool: ...
@@ -265,6 +268,23 @@ class KnowledgeBase(Protocol):
 
     @property
     def loops(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class CheckoutFacts:
+    """What the other files of the checkout say about one file, gathered before any file is
+    migrated (`rewriter/checkout_facts.py`): a file alone cannot see how its functions are
+    called from the scripts that import them."""
+
+    # module function -> its parameters another file passes a device corpus laid out in
+    # columns to (salesforce's awd-lstm-lm: main.py's `get_batch(train_data, i, args)` of
+    # utils.py's `get_batch(source, i, args)`)
+    corpus_parameters: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # the names (`batchify`, `utils.batchify`) it calls another file's column batcher by
+    batchers: frozenset[str] = frozenset()
+
+
+NO_CHECKOUT_FACTS = CheckoutFacts()
 
 
 @dataclass(frozen=True)

@@ -65,14 +65,20 @@ def _returns_moved(function: cst.FunctionDef) -> bool:
     "column_batchers",
     "the names of the module's functions that lay a corpus out in columns, one per sequence "
     "of the batch (`data.view(bsz, -1).t()`), and return it moved to the device "
-    "(`return data.to(device)`, or `data = data.cuda()` then `return data`): the batch "
-    "dimension of what they return is 1",
+    "(`return data.to(device)`, or `data = data.cuda()` then `return data`), and the names it "
+    "calls such a function of another file of the checkout by: the batch dimension of what "
+    "they return is 1",
     names=True,
 )
 def column_batchers(walk: Walk) -> frozenset[str]:
-    module = walk.module
+    module, imported = walk.module, walk.checkout.batchers
     if module is None or (walk.text and not any(word in walk.text for word in TRANSPOSE_WORDS)):
-        return frozenset()
+        return imported
+    return batchers_in(module) | imported
+
+
+def batchers_in(module: cst.Module) -> frozenset[str]:
+    """The names of `module`'s functions that lay a corpus out in columns on the device."""
     return frozenset(
         node.name.value
         for node in cst_nodes.walk(module)

@@ -4,7 +4,8 @@ word_language_model: `get_batch(source, i)` called as `get_batch(train_data, i)`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -75,18 +76,25 @@ class _Scopes:
         return None if found is None else self.functions.get((found, name))
 
 
-@fact(
-    "corpus_slicers",
-    "the functions (by their node's `id`) that are passed a corpus laid out in columns on the "
-    "device (what a `column_batchers` function returned, directly or through another such "
-    "parameter), each with the positional parameters that receive it; a bare name is followed "
-    "by Python's scoping rules",
-)
-def corpus_slicers(walk: Walk) -> Mapping[int, frozenset[str]]:
-    batchers = walk.fact(column_batchers)
-    module = walk.module
-    if not batchers or module is None:
-        return {}
+@dataclass
+class Followed:
+    """Where a module's corpora go: its functions (by node id) with the parameters that receive
+    one, and the calls of other modules' functions that pass one (`Callee`, position)."""
+
+    local: dict[int, frozenset[str]]
+    passed_out: set[tuple[Hashable, int]]
+
+
+def follow(
+    module: cst.Module,
+    is_batcher: Callable[[cst.BaseExpression], bool],
+    seeds: Mapping[str, frozenset[str]] | None = None,
+    callee: Callable[[cst.BaseExpression], Hashable | None] | None = None,
+) -> Followed:
+    """Follow the corpora of `module`: the names assigned a call of a batcher (`is_batcher` on
+    the called expression), and `seeds`' parameters (module functions by name: parameters that
+    another module passes a corpus to), through the calls that pass them on. `callee` names
+    a function of another module a call reaches (an import), or None."""
     scopes = _Scopes(module)
     corpora = {  # (binding scope, name)
         (scope, name)
@@ -95,34 +103,74 @@ def corpus_slicers(walk: Walk) -> Mapping[int, frozenset[str]]:
         if type(n) is cst.Assign
         and len(n.targets) == 1
         and type(n.value) is cst.Call
-        and cst_nodes.dotted_name(n.value.func) in batchers
+        and is_batcher(n.value.func)
         and type(n.targets[0].target) is cst.Name
         and (name := n.targets[0].target.value)
     }
+    found: set[tuple[int, str]] = set()
+    for name, parameters in (seeds or {}).items():
+        function = scopes.functions.get((0, name))
+        for parameter in parameters if function is not None else ():
+            found.add((id(function), parameter))
+            corpora.add((scopes.scope_of[id(function)], parameter))
     calls = [
-        (scope, n, function)
+        (scope, n)
         for scope, nodes in enumerate(scopes.nodes)
         for n in nodes
-        if type(n) is cst.Call
-        and type(n.func) is cst.Name
-        and (function := scopes.function(scope, n.func.value)) is not None
+        if type(n) is cst.Call and type(n.func) in (cst.Name, cst.Attribute)
     ]
-    found: set[tuple[int, str]] = set()
+    passed_out: set[tuple[Hashable, int]] = set()
     while True:  # a parameter that receives a corpus passes it on (`evaluate(val_data)`)
         before = len(found)
-        for scope, call, function in calls:
-            parameters = _positional_names(function)
+        for scope, call in calls:
+            function = (
+                scopes.function(scope, call.func.value) if type(call.func) is cst.Name else None
+            )
+            other = None if function is not None or callee is None else callee(call.func)
+            if function is None and other is None:
+                continue
+            parameters = _positional_names(function) if function is not None else None
             for position, argument in enumerate(call.args):
-                if argument.keyword is not None or argument.star or position >= len(parameters):
+                if argument.keyword is not None or argument.star:
+                    break
+                if parameters is not None and position >= len(parameters):
                     break
                 value = argument.value
                 if type(value) is not cst.Name:
                     continue
-                if (scopes.binder(scope, value.value), value.value) in corpora:
-                    found.add((id(function), parameters[position]))
-                    corpora.add((scopes.scope_of[id(function)], parameters[position]))
+                if (scopes.binder(scope, value.value), value.value) not in corpora:
+                    continue
+                if function is None:
+                    passed_out.add((other, position))
+                    continue
+                found.add((id(function), parameters[position]))
+                corpora.add((scopes.scope_of[id(function)], parameters[position]))
         if len(found) == before:
-            sliced: dict[int, set[str]] = {}
-            for function_id, parameter in found:
-                sliced.setdefault(function_id, set()).add(parameter)
-            return {function_id: frozenset(names) for function_id, names in sliced.items()}
+            break
+    local: dict[int, set[str]] = {}
+    for function_id, parameter in found:
+        local.setdefault(function_id, set()).add(parameter)
+    return Followed({f: frozenset(names) for f, names in local.items()}, passed_out)
+
+
+def positional_names(module: cst.Module, function: str) -> list[str] | None:
+    """The positional parameters of `module`'s function `function` (None: it has none such)."""
+    found = _Scopes(module).functions.get((0, function))
+    return None if found is None else _positional_names(found)
+
+
+@fact(
+    "corpus_slicers",
+    "the functions (by their node's `id`) that are passed a corpus laid out in columns on the "
+    "device (what a `column_batchers` function returned, directly or through another such "
+    "parameter, in this file or, for a module function, in another file of the checkout), each "
+    "with the positional parameters that receive it; a bare name is followed by Python's "
+    "scoping rules",
+)
+def corpus_slicers(walk: Walk) -> Mapping[int, frozenset[str]]:
+    batchers = walk.fact(column_batchers)
+    seeds = walk.checkout.corpus_parameters
+    module = walk.module
+    if not (batchers or seeds) or module is None:
+        return {}
+    return follow(module, lambda func: cst_nodes.dotted_name(func) in batchers, seeds).local
