@@ -190,7 +190,7 @@ class ImportTracker:
             return _trim_leading_blank_lines(module) if unused else module
         # AddImportsVisitor walks (and copies) whatever it is given; imports go among the
         # leading statements, so it is given only those.
-        cut = _import_prefix_length(module, self.cutoff)
+        cut = import_prefix_length(module, self.cutoff)
         # (libcst's codemod package loads its matchers: a quarter of a second, paid only here)
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor
@@ -214,9 +214,10 @@ class ImportTracker:
         return module.with_changes(header=head.header, body=[*head.body, *rest])
 
 
-def _import_prefix_length(module: cst.Module, cutoff: int | None) -> int:
+def import_prefix_length(module: cst.Module, cutoff: int | None) -> int:
     """How many leading statements hold the module's top-level imports above `cutoff` (at
-    least its docstring, so that new imports go below it)."""
+    least its docstring, so that new imports go below it): new imports go there, and the
+    statements a rule needs once per module right below them."""
     limit = len(module.body) if cutoff is None else cutoff
     last = max((i for i, s in enumerate(module.body[:limit]) if is_import_line(s)), default=-1)
     if last >= 0:

@@ -25,7 +25,7 @@ from pytpu.engine.rewriter.findings import (
     comment_text,
     written_comments,
 )
-from pytpu.engine.rewriter.imports import ImportTracker
+from pytpu.engine.rewriter.imports import ImportTracker, import_prefix_length
 from pytpu.engine.rewriter.index import RuleIndex
 from pytpu.engine.rewriter.kb import RuleCase
 from pytpu.engine.rewriter.resolve import ImportTableResolver, ScopeResolver
@@ -434,7 +434,8 @@ class Rewriter(cst.CSTTransformer):
         return block.with_changes(body=out)
 
     def _add_setups(self, module: cst.Module) -> cst.Module:
-        """Statements a rule needs once per module, right after its top-level imports."""
+        """Statements a rule needs once per module, right after its top-level imports (those
+        above the first rewritten statement)."""
         lines = []
         for finding, case in self.analysis.setups:
             statement = self.render(patterns.parse_code(case.action("setup")), patterns.Bindings())
@@ -445,9 +446,10 @@ class Rewriter(cst.CSTTransformer):
             text = self._comment(finding)
             lines.append(self._with_comments(line, [(text, finding)]) if text else line)
             self.findings.append(finding)
-        cut = max(
-            (i + 1 for i, s in enumerate(module.body) if node_edits.is_import_line(s)), default=0
-        )
+        # below the imports above the first rewritten statement, where the new imports go: an
+        # import further down (awd-lstm-lm's `from splitcross import ...` after its corpus is on
+        # the device) would put `use_spmd()` after the device work it must precede
+        cut = import_prefix_length(module, self.analysis.first_site)
         return module.with_changes(body=[*module.body[:cut], *lines, *module.body[cut:]])
 
 
