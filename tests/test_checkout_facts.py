@@ -106,3 +106,19 @@ def test_a_function_of_the_same_name_elsewhere_is_not_followed(tmp_path):
     run = checkout.run(root)
     helpers = next(f for f in run.files if f.path == "other/helpers.py")
     assert "index_select" not in (helpers.after or "")
+
+
+def test_a_file_whose_facts_fail_costs_only_those_facts(tmp_path, monkeypatch):
+    """An engine bug while gathering (here: following the corpus raises) gives that file no
+    facts; the run goes on and migrates every file as it would alone."""
+    from pytpu.engine.rewriter import checkout_facts
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(checkout_facts, "follow", broken)
+    run = checkout.run(_checkout(tmp_path, "by_name"))
+    assert not run.errors
+    utils = next(f for f in run.files if f.path == "lm/utils.py")
+    assert "data = data.to(torch_xla.device())" in (utils.after or "")
+    assert "index_select" not in (utils.after or "")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from contextlib import suppress
 from pathlib import Path
 
 import libcst as cst
@@ -43,34 +44,21 @@ def gather(
                 modules[path] = None
         return modules[path]
 
+    # (a file whose facts cannot be gathered, an engine bug, gives none: the run goes on, and
+    # the file is migrated as it would be alone)
     batchers: dict[Path, frozenset[str]] = {}
     for path, text in texts.items():
         if _COLUMNS.search(text) and (module := parsed(path)) is not None:
-            if names := batchers_in(module):
-                batchers[path] = names
+            with suppress(Exception):
+                if names := batchers_in(module):
+                    batchers[path] = names
     words = {name for names in batchers.values() for name in names}
     passed: dict[Path, dict[str, set[str]]] = {}
     imported: dict[Path, frozenset[str]] = {}
     for path, text in texts.items():
-        if not any(word in text for word in words) or (module := parsed(path)) is None:
-            continue
-        imports = _Imports(module, path, root, texts)
-        if bound := imports.bound_to(batchers):
-            imported[path] = bound
-        own = batchers.get(path, frozenset())
-
-        def is_batcher(func: cst.BaseExpression, own=own, imports=imports) -> bool:
-            if cst_nodes.dotted_name(func) in own:
-                return True
-            target = imports.callee(func)
-            return target is not None and target[1] in batchers.get(target[0], ())
-
-        for target, position in follow(module, is_batcher, callee=imports.callee).passed_out:
-            target_path, function = target  # type: ignore[misc]
-            other = parsed(target_path)
-            names = positional_names(other, function) if other is not None else None
-            if names is not None and position < len(names):
-                passed.setdefault(target_path, {}).setdefault(function, set()).add(names[position])
+        if any(word in text for word in words) and (module := parsed(path)) is not None:
+            with suppress(Exception):
+                _follow_file(path, module, root, texts, batchers, parsed, passed, imported)
     return {
         path: CheckoutFacts(
             corpus_parameters={f: frozenset(names) for f, names in passed.get(path, {}).items()},
@@ -78,6 +66,37 @@ def gather(
         )
         for path in passed.keys() | imported.keys()
     }
+
+
+def _follow_file(
+    path: Path,
+    module: cst.Module,
+    root: Path,
+    texts: Mapping[Path, str],
+    batchers: Mapping[Path, frozenset[str]],
+    parsed: Callable[[Path], cst.Module | None],
+    passed: dict[Path, dict[str, set[str]]],
+    imported: dict[Path, frozenset[str]],
+) -> None:
+    """Add what `module` says about the files it imports: into `imported`, the names it binds
+    to their batchers; into `passed`, their functions' parameters it passes a corpus to."""
+    imports = _Imports(module, path, root, texts)
+    if bound := imports.bound_to(batchers):
+        imported[path] = bound
+    own = batchers.get(path, frozenset())
+
+    def is_batcher(func: cst.BaseExpression) -> bool:
+        if cst_nodes.dotted_name(func) in own:
+            return True
+        target = imports.callee(func)
+        return target is not None and target[1] in batchers.get(target[0], ())
+
+    for target, position in follow(module, is_batcher, callee=imports.callee).passed_out:
+        target_path, function = target  # type: ignore[misc]
+        other = parsed(target_path)
+        names = positional_names(other, function) if other is not None else None
+        if names is not None and position < len(names):
+            passed.setdefault(target_path, {}).setdefault(function, set()).add(names[position])
 
 
 class _Imports:
